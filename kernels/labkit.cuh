@@ -1,0 +1,156 @@
+// labkit's shared kernel header (no torch): ceil_div, error checks, the generic Pack<T, N>
+// vector type with loads/stores of a chosen access width, the misalignment split used by
+// every vectorized kernel, and warp/block reductions.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <float.h>
+#include "lk_abi.h"
+
+#define LK_EXPORT extern "C" __attribute__((visibility("default")))
+#define LK_WARP 32
+
+template <typename T>
+__host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+// A launcher ends with this: the launch error (bad config, no device) as a negative code.
+static inline int lk_launch_status(int path = LK_PATH_VECTOR) {
+  cudaError_t err = cudaGetLastError();
+  return err == cudaSuccess ? path : -static_cast<int>(err);
+}
+
+template <typename T> __host__ __device__ __forceinline__ T* lk_ptr(const lk_tensor& t) {
+  return static_cast<T*>(t.data);
+}
+
+// ---- Pack<T, N>: N elements in one aligned register block (seed 001's union Pack) ----------
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T elem[N];
+};
+
+// Unsigned type of exactly BYTES bytes: what one memory instruction of that width moves.
+template <int BYTES> struct lk_word;
+template <> struct lk_word<1> { using type = uint8_t; };
+template <> struct lk_word<2> { using type = uint16_t; };
+template <> struct lk_word<4> { using type = uint32_t; };
+template <> struct lk_word<8> { using type = uint2; };
+template <> struct lk_word<16> { using type = uint4; };
+
+// Load/store a whole pack with accesses of ACCESS bytes each. ACCESS == sizeof(pack) gives one
+// 128-bit LDG/STG for a 16-byte pack; a smaller ACCESS splits it (seed 000's "four half2").
+template <int ACCESS, typename T, int N>
+__device__ __forceinline__ void lk_load(Pack<T, N>& p, const T* src) {
+  using W = typename lk_word<ACCESS>::type;
+  constexpr int K = sizeof(Pack<T, N>) / ACCESS;
+  static_assert(K * ACCESS == sizeof(Pack<T, N>), "access width must divide the pack");
+  const W* s = reinterpret_cast<const W*>(src);
+  W* d = reinterpret_cast<W*>(&p);
+#pragma unroll
+  for (int k = 0; k < K; ++k) d[k] = s[k];
+}
+
+template <int ACCESS, typename T, int N>
+__device__ __forceinline__ void lk_store(T* dst, const Pack<T, N>& p) {
+  using W = typename lk_word<ACCESS>::type;
+  constexpr int K = sizeof(Pack<T, N>) / ACCESS;
+  const W* s = reinterpret_cast<const W*>(&p);
+  W* d = reinterpret_cast<W*>(dst);
+#pragma unroll
+  for (int k = 0; k < K; ++k) d[k] = s[k];
+}
+
+// 128-bit load/store helpers (llm.c style) for kernels that do not use Pack.
+template <typename T> __device__ __forceinline__ Pack<T, 16 / sizeof(T)> load128(const T* p) {
+  Pack<T, 16 / sizeof(T)> r; lk_load<16>(r, p); return r;
+}
+template <typename T> __device__ __forceinline__ void store128(T* p, const Pack<T, 16 / sizeof(T)>& v) {
+  lk_store<16>(p, v);
+}
+
+// ---- Split of [0, n) into scalar head | aligned packs | scalar tail --------------------------
+// Vector accesses need every pointer aligned to the pack size. When all pointers share the same
+// misalignment, a scalar head of `head` elements realigns them; otherwise vector = false and the
+// launcher must run its scalar kernel (and report LK_PATH_FALLBACK).
+struct lk_split {
+  int64_t head, packs, tail;
+  bool vector;
+};
+
+static inline lk_split lk_make_split(int64_t n, int pack_elems, int elem_bytes,
+                                     const void* const* ptrs, int nptr) {
+  const int64_t pack_bytes = int64_t(pack_elems) * elem_bytes;
+  const int64_t off = reinterpret_cast<uintptr_t>(ptrs[0]) % pack_bytes;
+  lk_split s{0, 0, n, true};
+  for (int i = 0; i < nptr; ++i)
+    if (int64_t(reinterpret_cast<uintptr_t>(ptrs[i]) % pack_bytes) != off) s.vector = false;
+  if (off % elem_bytes != 0) s.vector = false;
+  if (!s.vector) return s;
+  int64_t head = off ? (pack_bytes - off) / elem_bytes : 0;
+  if (head > n) head = n;
+  s.head = head;
+  s.packs = (n - head) / pack_elems;
+  s.tail = n - head - s.packs * pack_elems;
+  return s;
+}
+
+// Which scalar element an "edge" thread handles: edges are the head, then the tail.
+__device__ __forceinline__ int64_t lk_edge_index(const lk_split& s, int pack_elems, int64_t j) {
+  return j < s.head ? j : s.head + s.packs * pack_elems + (j - s.head);
+}
+
+// ---- Warp / block reductions (seed 002 helpers) -----------------------------------------------
+template <int WIDTH = LK_WARP>
+__device__ __forceinline__ float warp_reduce_sum(float v) {
+#pragma unroll
+  for (int m = WIDTH >> 1; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+template <int WIDTH = LK_WARP>
+__device__ __forceinline__ float warp_reduce_max(float v) {
+#pragma unroll
+  for (int m = WIDTH >> 1; m >= 1; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// Every thread of the block gets the block's sum / max. `scratch` holds >= 32 floats; the
+// trailing barrier lets a caller reuse it immediately.
+template <int THREADS>
+__device__ __forceinline__ float block_reduce_sum(float v, float* scratch) {
+  constexpr int WARPS = (THREADS + LK_WARP - 1) / LK_WARP;
+  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+  v = warp_reduce_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < WARPS ? scratch[lane] : 0.f;
+  v = warp_reduce_sum(v);
+  __syncthreads();
+  return v;
+}
+
+template <int THREADS>
+__device__ __forceinline__ float block_reduce_max(float v, float* scratch) {
+  constexpr int WARPS = (THREADS + LK_WARP - 1) / LK_WARP;
+  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+  v = warp_reduce_max(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < WARPS ? scratch[lane] : -FLT_MAX;
+  v = warp_reduce_max(v);
+  __syncthreads();
+  return v;
+}
+
+// ---- Conversions between storage types and f32 math ------------------------------------------
+__device__ __forceinline__ float lk_to_float(float x) { return x; }
+__device__ __forceinline__ float lk_to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float lk_to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T lk_from_float(float x);
+template <> __device__ __forceinline__ float lk_from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __half lk_from_float<__half>(float x) { return __float2half(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 lk_from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}

@@ -1,0 +1,26 @@
+"""The errors labkit raises. Each message names the constraint that was violated."""
+
+
+class LabkitError(Exception):
+    """Base class: bad input or an unusable environment, never a bug of the caller's session."""
+
+
+class NoGPUError(LabkitError):
+    pass
+
+
+class ConfigError(LabkitError, ValueError):
+    """Unknown op / variant / dtype, bad shape, bad vector width, bad tensor."""
+
+
+class CompileError(LabkitError):
+    """nvcc failed. `file`, `line` and `message` point at the first error."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None, log: str = ""):
+        self.file, self.line, self.message, self.log = file, line, message, log
+        where = f"{file}:{line}: " if file else ""
+        super().__init__(f"{where}{message}")
+
+
+class ToolMissingError(LabkitError):
+    pass

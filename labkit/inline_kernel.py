@@ -1,0 +1,46 @@
+"""Inline kernels: a `__global__` kernel written as a string in a notebook cell becomes a variant
+of an op, built like the shipped ones and timed and checked beside them."""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .build import build_library, cache_root
+from .errors import ConfigError
+from .registry import Variant, get_op, ops
+
+CTYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "u8": "uint8_t", "i32": "int"}
+
+
+def render(op, name: str, source: str, kernel: str, dtype: str, width: int, block: int) -> str:
+    """The .cu text: the user's source (its errors point at its own lines through #line), then
+    the op's launcher template calling `kernel`."""
+    launcher = op.inline_launcher.format(symbol=f"inline_{op.name}_{name}", kernel=kernel, ctype=CTYPES[dtype],
+                                         width=width, block=block)
+    return (f'#include "labkit.cuh"\n#line 1 "{name}.cu"\n{source}\n'
+            f'#line 1 "{name}-launcher.cu"\n{launcher}')
+
+
+def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str, width: int = 1,
+                   block: int = 256) -> Variant:
+    op = get_op(op_name)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(f"variant name {name!r} must be an identifier (letters, digits, _)")
+    if not op.inline_launcher:
+        able = ", ".join(o.name for o in ops().values() if o.inline_launcher)
+        raise ConfigError(f"op {op.name!r} has no inline launcher template; inline kernels work for {able}")
+    if dtype not in op.dtypes:
+        raise ConfigError(f"op {op.name!r} has no {dtype!r} variants; its dtypes are {', '.join(op.dtypes)}")
+    if width < 1 or block < 1 or block > 1024:
+        raise ConfigError(f"width must be >= 1 and block in [1, 1024], got width={width}, block={block}")
+    if not re.search(rf"__global__\s+void\s+{re.escape(kernel)}\s*\(", source):
+        raise ConfigError(f"the source defines no `__global__ void {kernel}(...)`")
+    text = render(op, name, source, kernel, dtype, width, block)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = cache_root() / "inline" / f"{op.name}_{name}_{digest}.cu"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    v = Variant(name, dtype, f"inline_{op.name}_{name}", width, 0, "", f"inline kernel {kernel}", source=path)
+    build_library(f"inline_{op.name}_{name}", [path])  # CompileError here leaves the old variant in place
+    op.add_variant(v)
+    return v

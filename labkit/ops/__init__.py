@@ -1,0 +1,1 @@
+"""One module per op; each defines `OP` (see labkit.registry). Discovered automatically."""

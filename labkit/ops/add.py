@@ -1,0 +1,72 @@
+"""Elementwise add c = a + b (CATALOG §1, seed 000)."""
+from ..registry import Op, Variant
+from ..tensors import alloc, randn
+
+_H, _B = "__half", "__nv_bfloat16"
+
+VARIANTS = [
+    Variant("f32", "f32", "add_f32", 1, 4, "add_kernel<float, 1, 4>", "baseline: one float per thread"),
+    Variant("f32x4", "f32", "add_f32x4", 4, 16, "add_kernel<float, 4, 16>", "one float4 (128-bit) access per thread"),
+    Variant("f16", "f16", "add_f16", 1, 2, f"add_kernel<{_H}, 1, 2>", "one half per thread (__hadd)"),
+    Variant("f16x2", "f16", "add_f16x2", 2, 4, f"add_kernel<{_H}, 2, 4>", "one half2 per thread (__hadd2)"),
+    Variant("f16x8", "f16", "add_f16x8", 8, 4, f"add_kernel<{_H}, 8, 4>",
+            "seed method 1: four half2 accesses per thread, lanes 16 B apart"),
+    Variant("f16x8_pack", "f16", "add_f16x8_pack", 8, 16, f"add_kernel<{_H}, 8, 16>",
+            "seed method 2: one 128-bit pack per thread, __hadd2 x4"),
+    Variant("bf16", "bf16", "add_bf16", 1, 2, f"add_kernel<{_B}, 1, 2>", "one bfloat16 per thread"),
+    Variant("bf16x2", "bf16", "add_bf16x2", 2, 4, f"add_kernel<{_B}, 2, 4>", "one bfloat162 per thread"),
+    Variant("bf16x8_pack", "bf16", "add_bf16x8_pack", 8, 16, f"add_kernel<{_B}, 8, 16>",
+            "one 128-bit pack per thread, __hadd2 x4 on bfloat162"),
+]
+
+SEED_SHAPES = [(s, k) for s in (1024, 2048, 4096) for k in (1024, 2048, 4096)]
+
+INLINE_LAUNCHER = """
+LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
+  const int64_t n = args->t[2].numel;
+  const int64_t blocks = ceil_div<int64_t>(n, int64_t({width}) * {block});
+  {kernel}<<<blocks > 0 ? blocks : 1, {block}, 0, stream>>>(
+      lk_ptr<const {ctype}>(args->t[0]), lk_ptr<const {ctype}>(args->t[1]), lk_ptr<{ctype}>(args->t[2]), n);
+  return lk_launch_status();
+}}
+"""
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    return [randn(shape, dtype, gen, offset), randn(shape, dtype, gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    return [alloc(shape, dtype, offset)]
+
+
+def _reference(inputs, shape, dtype):
+    a, b = inputs
+    # the exact sum rounded once to the storage type is what a correct kernel returns
+    return [(a.double() + b.double()).to(a.dtype)]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    import torch
+
+    torch.add(inputs[0], inputs[1], out=outputs[0])
+
+
+OP = Op(
+    name="add",
+    title="Elementwise add",
+    source="add.cu",
+    variants=VARIANTS,
+    shape_axes=("S", "K"),
+    default_shapes=SEED_SHAPES,
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 3 * shape[0] * shape[1] * {"f32": 4}.get(dtype, 2),
+    flops=lambda shape, dtype: shape[0] * shape[1],
+    shape_presets={"seed": SEED_SHAPES, "large": [(8192, 8192), (16384, 16384)]},
+    test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
+    inline_launcher=INLINE_LAUNCHER,
+    notes="Seed 000's table: S, K in {1024, 2048, 4096}. Sizes that fit in L2 (≤ 50 MB) measure the cache when hot.",
+)

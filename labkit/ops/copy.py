@@ -1,0 +1,42 @@
+"""Copy with a per-thread access unit of 1-16 bytes (CATALOG §2, seed 001)."""
+from ..registry import Op, Variant, format_bytes
+from ..tensors import alloc, randn
+
+VARIANTS = [
+    Variant(f"w{w}", "u8", f"copy_w{w}", w, w, f"copy_kernel<{w}>", note)
+    for w, note in [(1, "1-byte access (char)"), (2, "2-byte access (short)"), (4, "4-byte access (int/float)"),
+                    (8, "8-byte access (int2/float2)"), (16, "16-byte access (int4/float4)")]
+]
+
+SIZES = [1 << p for p in range(20, 33)]  # 1 MiB ... 4 GiB
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    return [randn(shape, "u8", gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    return [alloc(shape, "u8", offset)]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    outputs[0].copy_(inputs[0])
+
+
+OP = Op(
+    name="copy",
+    title="Copy by access width",
+    source="copy.cu",
+    variants=VARIANTS,
+    shape_axes=("bytes",),
+    default_shapes=[(s,) for s in SIZES],
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=lambda inputs, shape, dtype: [inputs[0]],
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 2 * shape[0],
+    shape_format=lambda shape: format_bytes(shape[0]),
+    shape_presets={"seed": [(1 << p,) for p in range(20, 31)], "beyond-L2": [(s,) for s in SIZES]},
+    test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,)],
+    notes="Effective bandwidth = (bytes read + bytes written) / time, as in seed 001.",
+)

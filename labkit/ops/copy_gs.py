@@ -1,0 +1,41 @@
+"""Grid-stride int32 copy with a capped block count (CATALOG §2, seed 003)."""
+from ..registry import Op, Variant
+from ..tensors import alloc, randn
+
+VARIANTS = [
+    Variant("int", "i32", "copy_gs_int", 1, 4, "copy_gs_kernel<1>", "scalar int per iteration"),
+    Variant("int2", "i32", "copy_gs_int2", 2, 8, "copy_gs_kernel<2>", "int2 (64-bit) per iteration, scalar remainder"),
+    Variant("int4", "i32", "copy_gs_int4", 4, 16, "copy_gs_kernel<4>", "int4 (128-bit) per iteration, scalar remainder"),
+]
+
+MAX_BLOCKS = 2048  # seed 003's cap; 128 threads each, so large N loops ~N/(2048*128) times
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    return [randn(shape, "i32", gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    return [alloc(shape, "i32", offset)]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    outputs[0].copy_(inputs[0])
+
+
+OP = Op(
+    name="copy_gs",
+    title="Grid-stride copy (int, int2, int4)",
+    source="copy_gs.cu",
+    variants=VARIANTS,
+    shape_axes=("N",),
+    default_shapes=[((1 << 20) + 3,), (1 << 24,), ((1 << 26) + 1,), (1 << 28,)],
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=lambda inputs, shape, dtype: [inputs[0]],
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 8 * shape[0],
+    params=lambda shape, dtype: ((MAX_BLOCKS,), ()),
+    test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (2048 * 128 * 3 + 5,)],
+    notes="Blocks capped at MAX_BLOCKS = 2048 (i[0]); registers per thread grow with the access width.",
+)

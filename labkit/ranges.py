@@ -1,0 +1,34 @@
+"""NVTX ranges in the `labkit` domain: sweep > op > config > phase.
+
+Names never contain '/', because Nsight Compute joins nested ranges with it:
+    ncu --nvtx --nvtx-include "labkit@add f16x8_pack 4096x4096/" ...
+"""
+from __future__ import annotations
+
+import contextlib
+
+try:
+    import nvtx
+except ImportError:  # nvtx is a dependency; keep labkit importable without it anyway
+    nvtx = None
+
+DOMAIN = "labkit"
+PHASES = ("compile", "check", "warmup", "timed")
+
+
+def check_name(name: str) -> str:
+    if "/" in name:
+        raise ValueError(f"NVTX range name {name!r} contains '/', which Nsight Compute reads as nesting")
+    return name
+
+
+def config_name(op: str, variant: str, shape: str) -> str:
+    """The range of one configuration, e.g. 'add f16x8_pack 4096x4096'."""
+    return check_name(f"{op} {variant} {shape}")
+
+
+def nvtx_range(name: str):
+    check_name(name)
+    if nvtx is None:
+        return contextlib.nullcontext()
+    return nvtx.annotate(message=name, domain=DOMAIN)

@@ -1,0 +1,61 @@
+"""CPU half: every kernel file compiles for sm_80 and sm_90, and its machine code has the access
+widths its registry entry claims (cuobjdump). No GPU needed."""
+import pytest
+
+from labkit import sass
+from labkit.build import KERNELS_DIR
+from labkit.registry import ops
+
+SOURCES = sorted({op.source for op in ops().values()} | {"harness.cu"})
+ARCHS = ["80", "90"]
+VARIANTS = [(op, v) for op in ops().values() for v in op.variants if v.kernel]
+
+
+@pytest.fixture(scope="module")
+def cubins(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cubins")
+    return {(src, arch): sass.compile_cubin(KERNELS_DIR / src, arch, out / f"{src}.{arch}.cubin")
+            for src in SOURCES for arch in ARCHS}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("src", SOURCES)
+def test_compiles(cubins, src, arch):
+    assert cubins[(src, arch)].stat().st_size > 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("op,v", VARIANTS, ids=[f"{o.name}-{v.name}" for o, v in VARIANTS])
+def test_access_width_in_sass(cubins, op, v, arch):
+    f = sass.find_kernel(sass.functions(cubins[(op.source, arch)]), v.kernel)
+    loads = sass.mem_widths(f["sass"], "LDG")
+    assert max(loads) == 8 * v.access, f"{v.name}: global loads {sorted(loads)} bits, expected {8 * v.access}"
+    if op.vector_stores:
+        stores = sass.mem_widths(f["sass"], "STG")
+        assert max(stores) == 8 * v.access, f"{v.name}: global stores {sorted(stores)} bits"
+    if v.access < 8:  # scalar / 32-bit variants must issue neither 64- nor 128-bit accesses
+        assert not (loads | sass.mem_widths(f["sass"], "STG")) & {64, 128}
+    assert f["registers"] and f["registers"] > 0
+    print(f"{op.name} {v.name} sm_{arch}: {f['registers']} registers, loads {sorted(loads)} bits")
+
+
+def test_f16x8_issues_four_times_the_loads_of_pack(cubins):
+    funcs = sass.functions(cubins[("add.cu", "90")])
+    split = sass.find_kernel(funcs, "add_kernel<__half, 8, 4>")["sass"]
+    pack = sass.find_kernel(funcs, "add_kernel<__half, 8, 16>")["sass"]
+    count = lambda lines, w: sum(1 for line in lines if sass.mem_widths([line], "LDG") == {w})
+    assert count(split, 32) == 8 and count(pack, 128) == 2  # a and b: 4 x 32-bit each vs 1 x 128-bit each
+
+
+def test_mem_widths_parser():
+    lines = ["LDG.E.128.CONSTANT R8, desc[UR6][R8.64] ;", "LDG.E.U16.CONSTANT R5, [R4.64] ;",
+             "STG.E.64 desc[UR6][R6.64], R16 ;", "STG.E desc[UR6][R6.64], R5 ;", "LDG.E.U8 R1, [R2.64] ;"]
+    assert sass.mem_widths(lines, "LDG") == {128, 16, 8}
+    assert sass.mem_widths(lines, "STG") == {64, 32}
+
+
+def test_report_lists_registers_per_variant():
+    df = sass.report("copy", "90")
+    assert list(df["variant"]) == ["w1", "w2", "w4", "w8", "w16"]
+    assert list(df["ldg_bits"]) == [8, 16, 32, 64, 128]
+    assert (df["registers"] > 0).all()
