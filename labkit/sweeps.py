@@ -20,7 +20,7 @@ class Sweep:
 
 
 SWEEPS = {s.name: s for s in [
-    Sweep("seed000", "add", "all", None, (), ("cold",),
+    Sweep("seed000", "add", "all", None, (), ("cold", "hot"),
           "seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
     Sweep("access-width", "copy", "all", None, (), ("cold",),
           "seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),

@@ -14,9 +14,9 @@ def seed_table(rows, op=None) -> str:
     from .registry import get_op
 
     lines = []
-    shapes = list(dict.fromkeys(r["shape"] for r in rows))
-    for shape in shapes:
-        block = [r for r in rows if r["shape"] == shape]
+    groups = list(dict.fromkeys((r["shape"], r["mode"]) for r in rows))
+    for shape, mode in groups:
+        block = [r for r in rows if r["shape"] == shape and r["mode"] == mode]
         o = get_op(block[0]["op"])
         dims = shape.split("x")
         title = ", ".join(f"{a}={d}" for a, d in zip(o.shape_axes, dims)) if len(dims) == len(o.shape_axes) else shape
