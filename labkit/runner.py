@@ -57,23 +57,25 @@ def validate_tensors(op: Op, v: Variant, tensors) -> None:
         if not t.is_contiguous():
             raise ConfigError(f"{op.name}: tensor {k} is not contiguous (strides {tuple(t.stride())}); "
                               f"pass t.contiguous()")
-        if dtype_name(t.dtype) != v.dtype:
+        if t.is_floating_point() and dtype_name(t.dtype) != v.dtype:  # int tensors are indices/values
             raise ConfigError(f"{op.name} {v.name}: tensor {k} has dtype {dtype_name(t.dtype)}, "
                               f"the variant runs on {v.dtype}")
 
 
-def call(op_name: str, variant: str, *inputs):
-    """Run one variant on your own tensors and return its outputs (no check, no timing)."""
+def call(op_name: str, variant: str, *inputs, shape=None):
+    """Run one variant on your own tensors and return its outputs (no check, no timing).
+    `shape` is the op's shape (see `labkit list`) where it is not the first input's shape."""
     import torch
+
+    from .registry import dtype_name
 
     op = get_op(op_name)
     if not inputs:
         raise ConfigError(f"{op.name}: pass the input tensors")
-    from .registry import dtype_name
-
-    v = op.variant(variant, dtype_name(inputs[0].dtype))
+    data = [t for t in inputs if t.is_floating_point()] or list(inputs)  # the data, not index tensors
+    v = op.variant(variant, dtype_name(data[0].dtype))
     validate_tensors(op, v, inputs)
-    shape = tuple(inputs[0].shape)
+    shape = tuple(shape) if shape is not None else tuple(inputs[0].shape)
     if op.validate:
         op.validate(list(inputs), shape, v.dtype)
     outputs = op.make_outputs(list(inputs), shape, v.dtype, 0)

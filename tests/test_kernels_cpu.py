@@ -29,7 +29,9 @@ def test_compiles(cubins, src, arch):
 def test_access_width_in_sass(cubins, op, v, arch):
     f = sass.find_kernel(sass.functions(cubins[(op.source, arch)]), v.kernel)
     loads = sass.mem_widths(f["sass"], "LDG")
-    assert max(loads) == 8 * v.access, f"{v.name}: global loads {sorted(loads)} bits, expected {8 * v.access}"
+    # the data loads have the claimed width; 32-bit loads may also appear (indices, sizes)
+    assert 8 * v.access in loads and max(loads) <= max(8 * v.access, 32), \
+        f"{v.name}: global loads {sorted(loads)} bits, expected {8 * v.access}"
     if op.vector_stores:
         stores = sass.mem_widths(f["sass"], "STG")
         assert max(stores) == 8 * v.access, f"{v.name}: global stores {sorted(stores)} bits"

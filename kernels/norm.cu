@@ -1,0 +1,245 @@
+// Row-wise layer_norm and rms_norm over N x K (CATALOG §4, seed 002), any K. Math is f32.
+//   layer_norm  y = (x - mean) / sqrt(var + eps) * g + b   (biased var; scalars eps, g, b = f[0..2])
+//   rms_norm    y = x / sqrt(mean(x^2) + eps) * g           (scalars eps, g = f[0..1])
+// The seed's kernels assume K = blockDim (and its layer_norm_vec4 does not compile).
+//   f32 / f16       norm_rows_stream<RMS, T, 1>: block per row, a statistics pass (layer_norm:
+//                   shifted sums around the row's first element, so no cancellation) then a
+//                   normalize pass that re-reads the row, mostly from cache
+//   f32x4 / f16x8   norm_rows_reg: the row held in registers, one read + one write; a warp per
+//                   row (8 rows per block) for K <= 32 packs x 8, else a block per row (<= 512
+//                   threads, <= 8 packs each); layer_norm's variance from the centred values.
+//                   Longer rows (f32 K > 16384, f16 K > 32768): norm_rows_stream with 16-byte
+//                   packs. Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset view)
+//                   run the scalar kernel and report LK_PATH_FALLBACK.
+// Helpers of this file: row_reduce (warp or block sum/max for a runtime block size),
+// to_floats / from_floats (pack <-> f32 in 32-bit pairs; the same helpers as softmax.cu).
+#include "labkit.cuh"
+
+// Sum or max over a warp (WARP_ROW) or over the block, for any blockDim.
+template <bool WARP_ROW, bool MAX>
+__device__ __forceinline__ float row_reduce(float v, float* scratch) {
+  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
+  if constexpr (WARP_ROW) return v;
+  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+  const int warps = (blockDim.x + LK_WARP - 1) / LK_WARP;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : (MAX ? -INFINITY : 0.f);
+  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
+  __syncthreads();
+  return v;
+}
+
+// Pack -> floats; 16-bit types convert in pairs from 32-bit words (per-element access of a
+// register-held pack made ptxas spill bf16 halves to local memory).
+template <typename T, int N>
+__device__ __forceinline__ void to_floats(float (&f)[N], const Pack<T, N>& p) {
+  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) f[k] = lk_to_float(p.elem[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(&p.elem[k]);
+      if constexpr (std::is_same_v<T, __half>) {
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
+        f[k] = v.x, f[k + 1] = v.y;
+      } else {  // bf16 -> f32 is exact: the high 16 bits of the float
+        f[k] = __uint_as_float(w << 16), f[k + 1] = __uint_as_float(w & 0xffff0000u);
+      }
+    }
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void from_floats(Pack<T, N>& p, const float (&f)[N]) {
+  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) p.elem[k] = lk_from_float<T>(f[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      if constexpr (std::is_same_v<T, __half>) *reinterpret_cast<__half2*>(&p.elem[k]) = __floats2half2_rn(f[k], f[k + 1]);
+      else *reinterpret_cast<__nv_bfloat162*>(&p.elem[k]) = __floats2bfloat162_rn(f[k], f[k + 1]);
+    }
+  }
+}
+
+
+// ---- row in registers ---------------------------------------------------------------------
+template <bool RMS, typename T, int VEC, int PACKS, bool WARP_ROW>
+__global__ void __launch_bounds__(512) norm_rows_reg(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                                     int K, float eps, float g, float b) {
+  __shared__ float scratch[LK_WARP];
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
+  const int tid = WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x;
+  const int nthr = WARP_ROW ? LK_WARP : blockDim.x;
+  if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
+  const T* xr = x + row * K;
+  T* yr = y + row * K;
+
+  Pack<T, VEC> r[PACKS];
+  float sum = 0.f;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;  // K % VEC == 0 here: a pack is all in or all out
+    if (c < K) {
+      lk_load<16>(r[p], xr + c);
+      float f[VEC];
+      to_floats(f, r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum += RMS ? f[k] * f[k] : f[k];
+    }
+  }
+  sum = row_reduce<WARP_ROW, false>(sum, scratch);
+  float mean = 0.f, var = sum / K;
+  if constexpr (!RMS) {  // second reduction over the centred values held in registers
+    mean = sum / K;
+    float sq = 0.f;
+#pragma unroll
+    for (int p = 0; p < PACKS; ++p)
+      if ((p * nthr + tid) * VEC < K) {
+        float f[VEC];
+        to_floats(f, r[p]);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sq += (f[k] - mean) * (f[k] - mean);
+      }
+    var = row_reduce<WARP_ROW, false>(sq, scratch) / K;
+  }
+  const float a = rsqrtf(var + eps) * g;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;
+    if (c < K) {
+      float f[VEC];
+      to_floats(f, r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) f[k] = RMS ? f[k] * a : (f[k] - mean) * a + b;
+      Pack<T, VEC> o;
+      from_floats(o, f);
+      lk_store<16>(yr + c, o);
+    }
+  }
+}
+
+// ---- any K: statistics pass, then normalize pass (block per row) --------------------------
+// VEC = 1 is the scalar kernel (any alignment); VEC > 1 needs 16-byte aligned rows.
+template <bool RMS, typename T, int VEC>
+__global__ void __launch_bounds__(512) norm_rows_stream(const T* __restrict__ x, T* __restrict__ y, int K,
+                                                        float eps, float g, float b) {
+  __shared__ float scratch[LK_WARP];
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  // layer_norm: sums of (x - c) with c = the row's first element keep var = E[d^2] - E[d]^2
+  // free of cancellation when |mean| >> std (c is within a few std of the mean)
+  const float c0 = RMS ? 0.f : lk_to_float(xr[0]);
+  float s1 = 0.f, s2 = 0.f;
+#pragma unroll 4
+  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
+    Pack<T, VEC> r;
+    lk_load<VEC * sizeof(T)>(r, xr + c);
+    float f[VEC];
+    to_floats(f, r);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const float d = f[k] - c0;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  s2 = row_reduce<false, false>(s2, scratch) / K;
+  float mean = 0.f, var = s2;
+  if constexpr (!RMS) {
+    const float m1 = row_reduce<false, false>(s1, scratch) / K;
+    mean = c0 + m1;
+    var = fmaxf(s2 - m1 * m1, 0.f);
+  }
+  const float a = rsqrtf(var + eps) * g;
+#pragma unroll 4
+  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
+    Pack<T, VEC> r, o;
+    lk_load<VEC * sizeof(T)>(r, xr + c);
+    float f[VEC];
+    to_floats(f, r);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[k] = RMS ? f[k] * a : (f[k] - mean) * a + b;
+    from_floats(o, f);
+    lk_store<VEC * sizeof(T)>(yr + c, o);
+  }
+}
+
+struct NormArgs {
+  int64_t rows;
+  int K;
+  float eps, g, b;
+};
+
+template <bool RMS, typename T, int VEC>
+static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
+  int threads = ceil_div(n.K / VEC, LK_WARP) * LK_WARP;
+  threads = threads < 512 ? threads : 512;
+  norm_rows_stream<RMS, T, VEC><<<n.rows, threads, 0, stream>>>(x, y, n.K, n.eps, n.g, n.b);
+}
+
+template <bool RMS, typename T, int VEC, int PACKS>
+static void launch_reg(const T* x, T* y, const NormArgs& n, bool warp_row, cudaStream_t stream) {
+  if (warp_row) {
+    constexpr int RPB = 8;  // rows (warps) per block
+    norm_rows_reg<RMS, T, VEC, PACKS, true><<<ceil_div<int64_t>(n.rows, RPB), RPB * LK_WARP, 0, stream>>>(
+        x, y, n.rows, n.K, n.eps, n.g, n.b);
+  } else {
+    const int threads = ceil_div(ceil_div(n.K / VEC, PACKS), LK_WARP) * LK_WARP;
+    norm_rows_reg<RMS, T, VEC, PACKS, false><<<n.rows, threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+  }
+}
+
+template <bool RMS, typename T, int VEC>
+static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
+  const int P = n.K / VEC;  // packs per row
+  if (P <= LK_WARP * 1) launch_reg<RMS, T, VEC, 1>(x, y, n, true, stream);
+  else if (P <= LK_WARP * 2) launch_reg<RMS, T, VEC, 2>(x, y, n, true, stream);
+  else if (P <= LK_WARP * 4) launch_reg<RMS, T, VEC, 4>(x, y, n, true, stream);
+  else if (P <= LK_WARP * 8) launch_reg<RMS, T, VEC, 8>(x, y, n, true, stream);
+  else if (P <= 512 * 1) launch_reg<RMS, T, VEC, 1>(x, y, n, false, stream);
+  else if (P <= 512 * 2) launch_reg<RMS, T, VEC, 2>(x, y, n, false, stream);
+  else if (P <= 512 * 4) launch_reg<RMS, T, VEC, 4>(x, y, n, false, stream);
+  else if (P <= 512 * 8) launch_reg<RMS, T, VEC, 8>(x, y, n, false, stream);
+  else launch_stream<RMS, T, VEC>(x, y, n, stream);
+}
+
+// t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.
+template <bool RMS, typename T, int VEC>
+static int launch_norm(const lk_args* args, cudaStream_t stream) {
+  const T* x = lk_ptr<const T>(args->t[0]);
+  T* y = lk_ptr<T>(args->t[1]);
+  const lk_tensor& tx = args->t[0];
+  NormArgs n;
+  n.K = int(tx.ndim > 0 ? tx.size[tx.ndim - 1] : 1);
+  n.rows = n.K > 0 ? tx.numel / n.K : 0;
+  n.eps = float(args->f[0]);
+  n.g = float(args->f[1]);
+  n.b = RMS ? 0.f : float(args->f[2]);
+  if (n.rows == 0) return lk_launch_status();
+  if constexpr (VEC == 1) {
+    launch_stream<RMS, T, 1>(x, y, n, stream);
+    return lk_launch_status();
+  } else {
+    const bool aligned = (int64_t(n.K) * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(y) % 16 == 0;
+    if (!aligned) {
+      launch_stream<RMS, T, 1>(x, y, n, stream);
+      return lk_launch_status(LK_PATH_FALLBACK);
+    }
+    launch_rows_vec<RMS, T, VEC>(x, y, n, stream);
+    return lk_launch_status();
+  }
+}
+
+LK_EXPORT int layer_norm_f32(const lk_args* a, cudaStream_t s) { return launch_norm<false, float, 1>(a, s); }
+LK_EXPORT int layer_norm_f32x4(const lk_args* a, cudaStream_t s) { return launch_norm<false, float, 4>(a, s); }
+LK_EXPORT int layer_norm_f16(const lk_args* a, cudaStream_t s) { return launch_norm<false, __half, 1>(a, s); }
+LK_EXPORT int layer_norm_f16x8(const lk_args* a, cudaStream_t s) { return launch_norm<false, __half, 8>(a, s); }
+LK_EXPORT int rms_norm_f32(const lk_args* a, cudaStream_t s) { return launch_norm<true, float, 1>(a, s); }
+LK_EXPORT int rms_norm_f32x4(const lk_args* a, cudaStream_t s) { return launch_norm<true, float, 4>(a, s); }
+LK_EXPORT int rms_norm_f16(const lk_args* a, cudaStream_t s) { return launch_norm<true, __half, 1>(a, s); }
+LK_EXPORT int rms_norm_f16x8(const lk_args* a, cudaStream_t s) { return launch_norm<true, __half, 8>(a, s); }

@@ -1,0 +1,379 @@
+// Softmax (CATALOG §4, seed 002), two ops in one file. Math is f32 for every storage type.
+//
+// Whole-vector softmax y = e^(x - max) / sum e^(x - max) over all n elements (op "softmax").
+// The seed's single kernel (atomicAdd + __threadfence) races: a fence does not wait for the other
+// blocks. Here two kernels do it: softmax_partials gives one (max, sum) pair per block (online
+// softmax, grid-stride), softmax_normalize merges the pairs in every block and writes y. x is read
+// twice, y written once; the second pass walks the vector backwards so the tail that the first
+// pass read last is still in L2.
+//   f32     N=1  ACCESS=4   one float per thread step
+//   f32x4   N=4  ACCESS=16  one float4 per thread step (scalar head/tail for any n and offset)
+//
+// Row-wise softmax over N x K, softmax along K (op "softmax_rows", as models use it):
+//   f32 / f16 / bf16         softmax_rows_online<T, 1>: block per row, online (max, sum) pass,
+//                            then a normalize pass (re-reads the row, mostly from cache)
+//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers, one read + one write:
+//                            a warp per row (8 rows per block) for K <= 32 packs x 8, else a
+//                            block per row (<= 512 threads, <= 8 packs each); beyond that
+//                            (f32 K > 16384, f16 K > 32768) softmax_rows_online with 16-byte packs.
+//                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
+//                            view) run the scalar kernel and report LK_PATH_FALLBACK.
+// Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
+// reduction for a runtime block size).
+#include "labkit.cuh"
+
+// ---- (max, sum of e^(x - max)) pairs: merging is associative, so any split works -----------
+struct MS {
+  float m, s;
+};
+
+__device__ __forceinline__ MS ms_merge(MS a, MS b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};  // both empty: avoid (-inf) - (-inf) = NaN
+  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+}
+
+// Add N values to a running pair: one rescale per pack, one exp per element.
+template <int N>
+__device__ __forceinline__ void ms_push(MS& a, const float (&v)[N]) {
+  float m = a.m;
+#pragma unroll
+  for (int k = 0; k < N; ++k) m = fmaxf(m, v[k]);
+  if (m == -INFINITY) return;  // nothing but -inf so far: contributes 0
+  float s = a.s * __expf(a.m - m);
+#pragma unroll
+  for (int k = 0; k < N; ++k) s += __expf(v[k] - m);
+  a = {m, s};
+}
+
+__device__ __forceinline__ MS warp_reduce_ms(MS v) {
+#pragma unroll
+  for (int o = LK_WARP / 2; o >= 1; o >>= 1)
+    v = ms_merge(v, MS{__shfl_xor_sync(0xffffffffu, v.m, o), __shfl_xor_sync(0xffffffffu, v.s, o)});
+  return v;
+}
+
+// Block-wide merge for any blockDim (labkit's block_reduce_* need a compile-time size).
+__device__ __forceinline__ MS block_reduce_ms(MS v, MS* scratch) {
+  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+  const int warps = (blockDim.x + LK_WARP - 1) / LK_WARP;
+  v = warp_reduce_ms(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : MS{-INFINITY, 0.f};
+  v = warp_reduce_ms(v);
+  __syncthreads();
+  return v;
+}
+
+// Sum or max over a warp (WARP_ROW) or over the block, for any blockDim.
+template <bool WARP_ROW, bool MAX>
+__device__ __forceinline__ float row_reduce(float v, float* scratch) {
+  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
+  if constexpr (WARP_ROW) return v;
+  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
+  const int warps = (blockDim.x + LK_WARP - 1) / LK_WARP;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : (MAX ? -INFINITY : 0.f);
+  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
+  __syncthreads();
+  return v;
+}
+
+// Pack -> floats; 16-bit types convert in pairs from 32-bit words (per-element access of a
+// register-held pack made ptxas spill bf16 halves to local memory).
+template <typename T, int N>
+__device__ __forceinline__ void to_floats(float (&f)[N], const Pack<T, N>& p) {
+  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) f[k] = lk_to_float(p.elem[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(&p.elem[k]);
+      if constexpr (std::is_same_v<T, __half>) {
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
+        f[k] = v.x, f[k + 1] = v.y;
+      } else {  // bf16 -> f32 is exact: the high 16 bits of the float
+        f[k] = __uint_as_float(w << 16), f[k + 1] = __uint_as_float(w & 0xffff0000u);
+      }
+    }
+  }
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void from_floats(Pack<T, N>& p, const float (&f)[N]) {
+  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) p.elem[k] = lk_from_float<T>(f[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < N; k += 2) {
+      if constexpr (std::is_same_v<T, __half>) *reinterpret_cast<__half2*>(&p.elem[k]) = __floats2half2_rn(f[k], f[k + 1]);
+      else *reinterpret_cast<__nv_bfloat162*>(&p.elem[k]) = __floats2bfloat162_rn(f[k], f[k + 1]);
+    }
+  }
+}
+
+// ================================ whole-vector softmax ========================================
+constexpr int SM_THREADS = 256;
+constexpr int SM_BLOCKS_PER_SM = 2048 / SM_THREADS;  // a full SM: the grid is exactly one wave
+// packs loaded before any math: 16-32 B in flight per thread, 32-64 KiB per SM (more spills
+// under the 32-register cap that a full SM needs)
+template <int N> constexpr int SM_UNROLL = N == 1 ? 4 : 2;
+
+template <typename T, int N, int ACCESS>
+__global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials(const T* __restrict__ x,
+                                                                                 float* __restrict__ part, lk_split s) {
+  __shared__ MS scratch[LK_WARP];
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  MS acc{-INFINITY, 0.f};
+  for (int64_t p0 = t; p0 < s.packs; p0 += stride * SM_UNROLL<N>) {
+    Pack<T, N> r[SM_UNROLL<N>];
+#pragma unroll
+    for (int u = 0; u < SM_UNROLL<N>; ++u)  // bounds check before every vector load
+      if (p0 + u * stride < s.packs) lk_load<ACCESS>(r[u], x + s.head + (p0 + u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < SM_UNROLL<N>; ++u)
+      if (p0 + u * stride < s.packs) {
+        float f[N];
+        to_floats(f, r[u]);
+        ms_push(acc, f);
+      }
+  }
+  if (t < s.head + s.tail) {  // scalar edges
+    const float f[1] = {lk_to_float(x[lk_edge_index(s, N, t)])};
+    ms_push(acc, f);
+  }
+  acc = block_reduce_ms(acc, scratch);
+  if (threadIdx.x == 0) part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
+}
+
+template <typename T, int N, int ACCESS>
+__global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_normalize(const T* __restrict__ x,
+                                                                                  T* __restrict__ y,
+                                                                                  const float* __restrict__ part,
+                                                                                  int nparts, lk_split s) {
+  __shared__ MS scratch[LK_WARP];
+  MS acc{-INFINITY, 0.f};
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc = ms_merge(acc, MS{part[2 * i], part[2 * i + 1]});
+  acc = block_reduce_ms(acc, scratch);
+  const float mx = acc.m, inv = 1.f / acc.s;
+
+  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t q0 = t; q0 < s.packs; q0 += stride * SM_UNROLL<N>) {
+    Pack<T, N> r[SM_UNROLL<N>];
+#pragma unroll
+    for (int u = 0; u < SM_UNROLL<N>; ++u)  // backwards: p = packs-1-q, the last packs read are in L2
+      if (q0 + u * stride < s.packs) lk_load<ACCESS>(r[u], x + s.head + (s.packs - 1 - q0 - u * stride) * N);
+#pragma unroll
+    for (int u = 0; u < SM_UNROLL<N>; ++u)
+      if (q0 + u * stride < s.packs) {
+        Pack<T, N> o;
+#pragma unroll
+        for (int k = 0; k < N; ++k) o.elem[k] = lk_from_float<T>(__expf(lk_to_float(r[u].elem[k]) - mx) * inv);
+        lk_store<ACCESS>(y + s.head + (s.packs - 1 - q0 - u * stride) * N, o);
+      }
+  }
+  if (t < s.head + s.tail) {
+    const int64_t i = lk_edge_index(s, N, t);
+    y[i] = lk_from_float<T>(__expf(lk_to_float(x[i]) - mx) * inv);
+  }
+}
+
+// t[0] = x, t[1] = y, t[2] = f32 scratch of 2 * (max blocks) floats: the per-block (max, sum)
+// pairs (any alignment: read as floats). Blocks are capped by the scratch size too.
+template <typename T, int N, int ACCESS>
+static int launch_softmax(const lk_args* args, cudaStream_t stream) {
+  const T* x = lk_ptr<const T>(args->t[0]);
+  T* y = lk_ptr<T>(args->t[1]);
+  float* part = lk_ptr<float>(args->t[2]);
+  const int64_t n = args->t[1].numel;
+  const void* ptrs[2] = {x, y};
+  lk_split s = lk_make_split(n, N, sizeof(T), ptrs, 2);
+  int path = LK_PATH_VECTOR;
+  if (!s.vector) {
+    s = lk_make_split(n, 1, sizeof(T), ptrs, 2);
+    path = LK_PATH_FALLBACK;
+  }
+  int dev = 0, sms = 1;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  // enough blocks to fill the GPU once; every block of the second kernel merges all pairs
+  const int64_t work = s.packs > s.head + s.tail ? s.packs : s.head + s.tail;
+  int64_t blocks = ceil_div<int64_t>(work > 0 ? work : 1, SM_THREADS);
+  blocks = blocks < int64_t(sms) * SM_BLOCKS_PER_SM ? blocks : int64_t(sms) * SM_BLOCKS_PER_SM;
+  blocks = blocks < args->t[2].numel / 2 ? blocks : args->t[2].numel / 2;
+  if (path == LK_PATH_FALLBACK) {
+    softmax_partials<T, 1, sizeof(T)><<<blocks, SM_THREADS, 0, stream>>>(x, part, s);
+    softmax_normalize<T, 1, sizeof(T)><<<blocks, SM_THREADS, 0, stream>>>(x, y, part, int(blocks), s);
+  } else {
+    softmax_partials<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, part, s);
+    softmax_normalize<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, y, part, int(blocks), s);
+  }
+  return lk_launch_status(path);
+}
+
+LK_EXPORT int softmax_f32(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 1, 4>(a, s); }
+LK_EXPORT int softmax_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 4, 16>(a, s); }
+
+// ================================== row-wise softmax ==========================================
+// Row in registers: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block per row.
+template <typename T, int VEC, int PACKS, bool WARP_ROW>
+__global__ void __launch_bounds__(512) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
+                                                        int64_t rows, int K) {
+  __shared__ float scratch[LK_WARP];
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
+  const int tid = WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x;
+  const int nthr = WARP_ROW ? LK_WARP : blockDim.x;
+  if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
+  const T* xr = x + row * K;
+  T* yr = y + row * K;
+  constexpr bool KEEP = std::is_same_v<T, float>;  // f32: keep e^x in place; f16: recompute it
+
+  Pack<T, VEC> r[PACKS];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;  // K % VEC == 0 here: a pack is all in or all out
+    if (c < K) {
+      lk_load<16>(r[p], xr + c);
+      float f[VEC];
+      to_floats(f, r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, f[k]);
+    }
+  }
+  mx = row_reduce<WARP_ROW, true>(mx, scratch);
+  float sum = 0.f;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) {
+      float f[VEC];
+      to_floats(f, r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        const float e = __expf(f[k] - mx);
+        sum += e;
+        if constexpr (KEEP) r[p].elem[k] = e;
+      }
+    }
+  const float inv = 1.f / row_reduce<WARP_ROW, false>(sum, scratch);
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;
+    if (c < K) {
+      Pack<T, VEC> o;
+      float f[VEC];
+      to_floats(f, r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) f[k] = (KEEP ? f[k] : __expf(f[k] - mx)) * inv;
+      from_floats(o, f);
+      lk_store<16>(yr + c, o);
+    }
+  }
+}
+
+// Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
+// kernel (any alignment); VEC > 1 needs 16-byte aligned rows.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(512) softmax_rows_online(const T* __restrict__ x, T* __restrict__ y, int K) {
+  __shared__ MS scratch[LK_WARP];
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  MS acc{-INFINITY, 0.f};
+#pragma unroll 4
+  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
+    Pack<T, VEC> r;
+    lk_load<VEC * sizeof(T)>(r, xr + c);
+    float f[VEC];
+    to_floats(f, r);
+    ms_push(acc, f);
+  }
+  acc = block_reduce_ms(acc, scratch);
+  const float mx = acc.m, inv = 1.f / acc.s;
+#pragma unroll 4
+  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
+    Pack<T, VEC> r, o;
+    lk_load<VEC * sizeof(T)>(r, xr + c);
+    float f[VEC];
+    to_floats(f, r);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) f[k] = __expf(f[k] - mx) * inv;
+    from_floats(o, f);
+    lk_store<VEC * sizeof(T)>(yr + c, o);
+  }
+}
+
+template <typename T, int VEC>
+static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
+  int threads = ceil_div(K / VEC, LK_WARP) * LK_WARP;
+  threads = threads < 512 ? threads : 512;
+  softmax_rows_online<T, VEC><<<rows, threads, 0, stream>>>(x, y, K);
+}
+
+template <typename T, int VEC, int PACKS>
+static void launch_reg(const T* x, T* y, int64_t rows, int K, bool warp_row, cudaStream_t stream) {
+  if (warp_row) {
+    constexpr int RPB = 8;  // rows (warps) per block
+    softmax_rows_reg<T, VEC, PACKS, true><<<ceil_div<int64_t>(rows, RPB), RPB * LK_WARP, 0, stream>>>(x, y, rows, K);
+  } else {
+    const int threads = ceil_div(ceil_div(K / VEC, PACKS), LK_WARP) * LK_WARP;
+    softmax_rows_reg<T, VEC, PACKS, false><<<rows, threads, 0, stream>>>(x, y, rows, K);
+  }
+}
+
+template <typename T, int VEC>
+static int launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream);
+
+// t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
+template <typename T, int VEC>
+static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
+  const T* x = lk_ptr<const T>(args->t[0]);
+  T* y = lk_ptr<T>(args->t[1]);
+  const lk_tensor& tx = args->t[0];
+  const int K = int(tx.ndim > 0 ? tx.size[tx.ndim - 1] : 1);
+  const int64_t rows = K > 0 ? tx.numel / K : 0;
+  if (rows == 0) return lk_launch_status();
+  const bool aligned = (int64_t(K) * sizeof(T)) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  if constexpr (VEC == 1) {
+    launch_online<T, 1>(x, y, rows, K, stream);
+    return lk_launch_status();
+  } else {
+    if (!aligned) {
+      launch_online<T, 1>(x, y, rows, K, stream);
+      return lk_launch_status(LK_PATH_FALLBACK);
+    }
+    return launch_rows_vec<T, VEC>(x, y, rows, K, stream);
+  }
+}
+
+template <typename T, int VEC>
+static int launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
+  const int P = K / VEC;  // packs per row
+  if (P <= LK_WARP * 1) launch_reg<T, VEC, 1>(x, y, rows, K, true, stream);
+  else if (P <= LK_WARP * 2) launch_reg<T, VEC, 2>(x, y, rows, K, true, stream);
+  else if (P <= LK_WARP * 4) launch_reg<T, VEC, 4>(x, y, rows, K, true, stream);
+  else if (P <= LK_WARP * 8) launch_reg<T, VEC, 8>(x, y, rows, K, true, stream);
+  else if (P <= 512 * 1) launch_reg<T, VEC, 1>(x, y, rows, K, false, stream);
+  else if (P <= 512 * 2) launch_reg<T, VEC, 2>(x, y, rows, K, false, stream);
+  else if (P <= 512 * 4) launch_reg<T, VEC, 4>(x, y, rows, K, false, stream);
+  else if (P <= 512 * 8) launch_reg<T, VEC, 8>(x, y, rows, K, false, stream);
+  else launch_online<T, VEC>(x, y, rows, K, stream);
+  return lk_launch_status();
+}
+
+LK_EXPORT int softmax_rows_f32(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<float, 1>(a, s); }
+LK_EXPORT int softmax_rows_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<float, 4>(a, s); }
+LK_EXPORT int softmax_rows_f16(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<__half, 1>(a, s); }
+LK_EXPORT int softmax_rows_f16x8(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<__half, 8>(a, s); }
+LK_EXPORT int softmax_rows_bf16(const lk_args* a, cudaStream_t s) {
+  return launch_softmax_rows<__nv_bfloat16, 1>(a, s);
+}
+LK_EXPORT int softmax_rows_bf16x8(const lk_args* a, cudaStream_t s) {
+  return launch_softmax_rows<__nv_bfloat16, 8>(a, s);
+}

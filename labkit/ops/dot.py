@@ -1,0 +1,57 @@
+"""Dot product y = sum(a * b), one f32 (CATALOG §4, seed 002)."""
+from ..registry import Op, Variant
+from ..tensors import alloc
+from .reduce import qrandn, sum_tolerance
+
+VARIANTS = [
+    Variant("f32", "f32", "dot_f32", 1, 4, "dot_kernel<1, 4>",
+            "grid-stride, one float of a and b per load, fmaf, one atomic per block"),
+    Variant("f32x4", "f32", "dot_f32x4", 4, 16, "dot_kernel<4, 16>",
+            "grid-stride, one float4 (128-bit) of a and b per load"),
+]
+
+SHAPES = [(1 << 20,), (1 << 24,), (1 << 25,), (1 << 27,)]  # 2^25: 256 MiB read, 2^27: 1 GiB
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    # multiples of 1/8: products are multiples of 1/64 and exact, so is every f32 partial sum below
+    # 2^18; the total is exact in any order (see labkit.ops.reduce.QUANTUM)
+    return [qrandn(shape, dtype, gen, offset), qrandn(shape, dtype, gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    return [alloc((1,), "f32", offset, device=str(inputs[0].device))]
+
+
+def _reference(inputs, shape, dtype):
+    return [(inputs[0].double() * inputs[1].double()).sum().reshape(1)]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    import torch
+
+    torch.dot(inputs[0], inputs[1], out=outputs[0].view(()))  # cuBLAS sdot into the 1-element output
+
+
+OP = Op(
+    name="dot",
+    title="Dot product",
+    source="dot.cu",
+    variants=VARIANTS,
+    shape_axes=("N",),
+    default_shapes=SHAPES,
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 8 * shape[0] + 4,
+    flops=lambda shape, dtype: 2 * shape[0],
+    tolerance=sum_tolerance,
+    shape_presets={"large": SHAPES[2:]},
+    test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 4 + 13,)],
+    vector_stores=False,
+    notes="y = sum(a * b) as one f32 (fmaf in f32, one atomicAdd per block into y, zeroed first). "
+          "Inputs are randn rounded to multiples of 1/8, so the total is exact in any summation order "
+          "(rtol 1e-6, atol 1e-3 against a float64 reference). a and b misaligned differently run the "
+          "scalar kernel (path 'fallback').",
+)

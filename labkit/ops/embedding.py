@@ -1,0 +1,99 @@
+"""Embedding lookup out[r, :] = weight[idx[r], :] (CATALOG §3, seed 004)."""
+from ..errors import ConfigError
+from ..registry import Op, Variant
+from ..tensors import alloc
+
+_H = "__half"
+
+VARIANTS = [
+    Variant("f32", "f32", "embedding_f32", 1, 4, "embedding_kernel<float, 1, 4>", "seed baseline: one float per thread step"),
+    Variant("f32x4", "f32", "embedding_f32x4", 4, 4, "embedding_kernel<float, 4, 4>",
+            "seed x4: four scalar float copies per thread step"),
+    Variant("f32x4_pack", "f32", "embedding_f32x4_pack", 4, 16, "embedding_kernel<float, 4, 16>",
+            "seed pack: one float4 (128-bit) load and store per thread step"),
+    Variant("f16", "f16", "embedding_f16", 1, 2, f"embedding_kernel<{_H}, 1, 2>", "one half per thread step"),
+    Variant("f16x8", "f16", "embedding_f16x8", 8, 2, f"embedding_kernel<{_H}, 8, 2>",
+            "seed x8: eight scalar half copies per thread step"),
+    Variant("f16x8_pack", "f16", "embedding_f16x8_pack", 8, 16, f"embedding_kernel<{_H}, 8, 16>",
+            "seed pack: one 128-bit load and store of 8 halves per thread step"),
+]
+
+# (MaxV, SeqLen, EmbSize)
+SEED_SHAPES = [(v, s, e) for v in (1024, 4096) for s in (2048, 4096) for e in (512, 1024)]
+# memory-bound: out alone is 256 MiB (f32) and the table is larger than the L2
+LARGE_SHAPES = [(32768, 65536, 1024), (32768, 32768, 2048)]
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    import torch
+
+    max_v, seq, emb = shape
+    dev = str(gen.device)  # the generator's device: a CPU generator gives CPU tensors (tests)
+    idx = alloc((seq,), "i32", offset, device=dev)
+    idx.copy_(torch.randint(0, max_v, (seq,), generator=gen, device=dev, dtype=torch.int32))
+    weight = alloc((max_v, emb), dtype, offset, device=dev)
+    weight.copy_(torch.randn((max_v, emb), generator=gen, device=dev, dtype=torch.float32))
+    return [idx, weight]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    idx, weight = inputs  # sizes from the tensors: labkit.call passes idx's shape as `shape`
+    return [alloc((idx.numel(), weight.shape[1]), dtype, offset, device=str(weight.device))]
+
+
+def _validate(inputs, shape, dtype):
+    import torch
+
+    idx, weight = inputs
+    if idx.dtype != torch.int32:
+        raise ConfigError(f"embedding: indices must be int32, got {idx.dtype}")
+    if weight.dim() != 2:
+        raise ConfigError(f"embedding: weight must be 2-D [MaxV, EmbSize], got shape {tuple(weight.shape)}")
+    max_v = weight.shape[0]
+    bad = ((idx < 0) | (idx >= max_v)).reshape(-1)
+    if bool(bad.any()):
+        pos = int(bad.nonzero()[0, 0])
+        raise ConfigError(f"embedding: index {int(idx.reshape(-1)[pos])} at position {pos} "
+                          f"is outside [0, {max_v})")
+
+
+def _reference(inputs, shape, dtype):
+    idx, weight = inputs
+    return [weight[idx.long()]]  # a gather is exact: the rows themselves, no rounding
+
+
+def _torch(inputs, outputs, shape, dtype):
+    import torch
+
+    # the kernel F.embedding runs (index_select on the weight), writing straight into the output
+    torch.index_select(inputs[1], 0, inputs[0], out=outputs[0])
+
+
+def _bytes(shape, dtype):
+    _, seq, emb = shape
+    return 4 * seq + 2 * seq * emb * {"f32": 4}.get(dtype, 2)  # indices + rows read + rows written
+
+
+OP = Op(
+    name="embedding",
+    title="Embedding lookup",
+    source="embedding.cu",
+    variants=VARIANTS,
+    shape_axes=("MaxV", "SeqLen", "EmbSize"),
+    default_shapes=SEED_SHAPES + LARGE_SHAPES,
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=_bytes,
+    tolerance=lambda shape, dtype: (0.0, 0.0),  # copies must be bit-exact
+    shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
+    test_shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3), (1000, 257, 512)],
+    validate=_validate,
+    notes="Inputs: idx int32 [SeqLen] in [0, MaxV), weight [MaxV, EmbSize]; out [SeqLen, EmbSize]. "
+          "Seed 004 shapes: MaxV in {1024, 4096}, SeqLen in {2048, 4096}, EmbSize in {512, 1024} (all fit in "
+          "L2: they measure the cache when hot). The torch row is torch.index_select(weight, 0, idx, out=out), "
+          "the gather F.embedding runs, without F.embedding's copy into a separate output. "
+          "EmbSize not a multiple of the pack width, or weight and out misaligned differently, runs the "
+          "N=1 kernel (path 'fallback').",
+)

@@ -1,0 +1,81 @@
+"""Block all-reduce sum y = sum(x), one f32 (CATALOG §4, seed 002)."""
+from ..registry import Op, Variant, itemsize
+from ..tensors import alloc
+
+_H, _B = "__half", "__nv_bfloat16"
+
+VARIANTS = [
+    Variant("f32", "f32", "reduce_sum_f32", 1, 4, "reduce_sum_kernel<float, 1, 4>",
+            "grid-stride, one float per load, one atomic per block"),
+    Variant("f32x4", "f32", "reduce_sum_f32x4", 4, 16, "reduce_sum_kernel<float, 4, 16>",
+            "grid-stride, one float4 (128-bit) per load"),
+    Variant("f16", "f16", "reduce_sum_f16", 1, 2, f"reduce_sum_kernel<{_H}, 1, 2>",
+            "one half per load, f32 accumulation"),
+    Variant("f16x8_pack", "f16", "reduce_sum_f16x8_pack", 8, 16, f"reduce_sum_kernel<{_H}, 8, 16>",
+            "one 128-bit pack of 8 halves per load, f32 accumulation"),
+    Variant("bf16", "bf16", "reduce_sum_bf16", 1, 2, f"reduce_sum_kernel<{_B}, 1, 2>",
+            "one bfloat16 per load, f32 accumulation"),
+    Variant("bf16x8_pack", "bf16", "reduce_sum_bf16x8_pack", 8, 16, f"reduce_sum_kernel<{_B}, 8, 16>",
+            "one 128-bit pack of 8 bfloat16 per load, f32 accumulation"),
+]
+
+SHAPES = [(1 << 20,), (1 << 24,), (1 << 26,), (1 << 28,)]  # 2^26 f32 = 256 MiB, 2^28 f32 = 1 GiB
+
+# Quantum of the inputs: randn rounded to multiples of 1/8 is exact in f16 and bf16, and every partial
+# sum below 2^21 in magnitude is exact in f32. A sum of random signs stays near sqrt(N) (~2^14 for
+# N = 2^28), so any f32 summation order, atomics included, gives the exact total and the check can
+# be tight: a dropped or doubled element (|x| >= 1/8) cannot hide inside the tolerance.
+QUANTUM = 8
+
+
+def qrandn(shape, dtype, gen, offset=0):
+    """randn rounded to multiples of 1/QUANTUM (shared with labkit.ops.dot)."""
+    import torch
+
+    t = alloc(shape, dtype, offset, device=str(gen.device))  # a CPU generator gives CPU tensors (tests)
+    t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32)
+            .mul_(QUANTUM).round_().div_(QUANTUM))
+    return t
+
+
+def sum_tolerance(shape, dtype):
+    # exact is expected (see QUANTUM); the slack covers a partial sum that drifts past 2^21
+    return 1e-6, 1e-3
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    return [alloc((1,), "f32", offset, device=str(inputs[0].device))]
+
+
+def _reference(inputs, shape, dtype):
+    return [inputs[0].double().sum().reshape(1)]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    import torch
+
+    torch.sum(inputs[0], 0, keepdim=True, dtype=torch.float32, out=outputs[0])
+
+
+OP = Op(
+    name="reduce_sum",
+    title="Block all-reduce sum",
+    source="reduce.cu",
+    variants=VARIANTS,
+    shape_axes=("N",),
+    default_shapes=SHAPES,
+    make_inputs=lambda shape, dtype, gen, offset=0: [qrandn(shape, dtype, gen, offset)],
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: shape[0] * itemsize(dtype) + 4,
+    flops=lambda shape, dtype: shape[0],
+    tolerance=sum_tolerance,
+    shape_presets={"large": SHAPES[2:]},
+    test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 8 + 13,)],
+    vector_stores=False,
+    notes="y = sum(x) as one f32, accumulated in f32 for every input type. Grid = the blocks the GPU holds "
+          "at once; each block adds its sum with one atomicAdd (y is zeroed first). Inputs are randn "
+          "rounded to multiples of 1/8, so every f32 summation order is exact and the check is tight "
+          "(rtol 1e-6, atol 1e-3 against a float64 reference).",
+)

@@ -1,0 +1,110 @@
+"""Matrix product C = A B, f32 row-major (CATALOG §5, seed 002 "sgemm")."""
+import math
+
+from ..errors import ConfigError
+from ..registry import Op, Variant
+from ..tensors import alloc, randn
+
+VARIANTS = [
+    Variant("tiled32", "f32", "sgemm_tiled32", 1, 4, "sgemm_tiled_kernel<32>",
+            "seed: 32x32 smem tiles, one C element per thread (1024 threads)"),
+    Variant("tile128x8", "f32", "sgemm_tile128x8", 4, 16, "sgemm_128x8_kernel<true>",
+            "seed: 128x128x8 block tile, 8x8 per thread, float4 global loads and stores"),
+    Variant("dbuf", "f32", "sgemm_dbuf", 4, 16, "sgemm_dbuf_kernel<true>",
+            "+ double-buffered smem, next k-tile prefetched into registers, 1 barrier per tile, 2 blocks/SM"),
+    Variant("warptile", "f32", "sgemm_warptile", 4, 16, "sgemm_warptile_kernel<true>",
+            "+ warp tiling (64x32 per warp, 4x4 sub-tiles), padded A^T in smem, LDS.128 fragments"),
+]
+
+# Seed 002's sweep is M = N in 128 ... 16384 with K = 1024; labkit adds the 4096^3 goal shape.
+SEED_SHAPES = [(s, s, 1024) for s in (128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096,
+                                        6144, 8192, 12288, 16384)]
+SHAPES = [(1024, 1024, 1024), (2048, 2048, 1024), (4096, 4096, 1024), (8192, 8192, 1024), (4096, 4096, 4096)]
+
+U = 2.0 ** -24  # f32 unit roundoff
+
+
+def accumulation_tolerance(shape, dtype):
+    """(rtol, atol) for an f32 sum of K products against a float64 reference; K = shape[-1].
+
+    With unit-normal inputs the partial sums grow like sqrt(k) and each f32 addition rounds by up
+    to U * |partial sum|, so the accumulated error grows like U * K for a sequential (FFMA chain)
+    order -- U * sqrt(K) relative to an output, itself ~sqrt(K) in size. Tree or blocked orders
+    (warp reductions, cuBLAS) do better. A sequential f32 loop on the CPU (two roundings per step,
+    worse than FFMA) reaches max |err| of 2.5-6 U*K over 1e4-4e6 outputs: under 1/4 of
+    atol = 8 U K + rtol |ref|, while one missing product (~0.6 on average) is far above it.
+    rtol covers the final rounding to f32 and the larger errors of large outputs."""
+    return 1e-5, 8 * U * shape[-1]
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    m, n, k = shape
+    return [randn((m, k), "f32", gen, offset), randn((k, n), "f32", gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    # from the inputs, not `shape`: labkit.call passes inputs[0].shape (M, K) as the shape
+    a, b = inputs
+    return [alloc((a.shape[0], b.shape[1]), "f32", offset, device=str(a.device))]
+
+
+def _reference(inputs, shape, dtype):
+    a, b = inputs
+    return [a.double() @ b.double()]
+
+
+def _mm(inputs, outputs, tf32: bool):
+    import torch
+
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        torch.mm(inputs[0], inputs[1], out=outputs[0])
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+
+
+def _torch(inputs, outputs, shape=None, dtype=None):
+    """The op's baseline: cuBLAS FP32 (TF32 off), the setting restored afterwards."""
+    _mm(inputs, outputs, False)
+
+
+def torch_tf32(inputs, outputs, shape=None, dtype=None):
+    """Second baseline row for benchmarks: cuBLAS with TF32 tensor cores (10-bit mantissa inputs,
+    so it fails the f32 tolerance at large K: time it, do not check it against the reference)."""
+    _mm(inputs, outputs, True)
+
+
+def _validate(inputs, shape, dtype):
+    if len(inputs) != 2 or inputs[0].dim() != 2 or inputs[1].dim() != 2 or inputs[0].shape[1] != inputs[1].shape[0]:
+        raise ConfigError(f"sgemm takes A (M x K) and B (K x N), got shapes {[tuple(t.shape) for t in inputs]}")
+    if math.prod(inputs[0].shape) == 0 or inputs[1].shape[1] == 0:
+        raise ConfigError("sgemm: M, N and K must be > 0")
+
+
+OP = Op(
+    name="sgemm",
+    title="Matrix product (f32)",
+    source="sgemm.cu",
+    variants=VARIANTS,
+    shape_axes=("M", "N", "K"),
+    default_shapes=SHAPES,
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
+    flops=lambda shape, dtype: 2 * shape[0] * shape[1] * shape[2],
+    tolerance=accumulation_tolerance,
+    shape_presets={"seed": SEED_SHAPES, "square": [(s, s, s) for s in (1024, 2048, 4096, 8192)], "goal": [(4096, 4096, 4096)]},
+    # odd sizes take the scalar fallback; (131, 260, 68) and (1, 4, 4) take the float4 path with
+    # partial block tiles in M, N and K
+    test_shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4)],
+    vector_stores=True,  # each variant stores as wide as it loads (tiled32: 4 B, the others float4)
+    validate=_validate,
+    notes="Compute-bound: compare TFLOP/s. The torch row is cuBLAS FP32 with TF32 off. The TF32 row "
+          "(labkit.ops.sgemm.torch_tf32) is produced by the benchmark script: TF32 rounds the inputs to a "
+          "10-bit mantissa, so it is timed, not checked. The 128x128 variants use float4 accesses when "
+          "K % 4 == 0, N % 4 == 0 and all pointers are 16-byte aligned; otherwise a guarded scalar "
+          "kernel runs (path 'fallback'). Goal: warptile >= 85% of cuBLAS FP32 at 4096^3.",
+)

@@ -1,0 +1,68 @@
+"""Matrix-vector product y = A x, f32 (CATALOG §5, seed 002 "sgemv")."""
+import math
+
+from ..errors import ConfigError
+from ..registry import Op, Variant
+from ..tensors import alloc, randn
+from .sgemm import accumulation_tolerance
+
+VARIANTS = [
+    Variant("k32", "f32", "sgemv_k32", 1, 4, "sgemv_kernel<32, 1>", "one warp per row, one float per lane per step"),
+    Variant("k128", "f32", "sgemv_k128", 4, 16, "sgemv_kernel<32, 4>",
+            "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)"),
+    Variant("k16", "f32", "sgemv_k16", 1, 4, "sgemv_kernel<16, 1>", "two rows per warp (16 lanes each): for small K"),
+]
+
+# Memory-bound: A is read once, >= 256 MiB so that neither L2 nor launch overhead shows.
+SHAPES = [(8192, 8192), (16384, 16384), (262144, 256), (1 << 22, 16)]
+
+
+def _inputs(shape, dtype, gen, offset=0):
+    m, k = shape
+    return [randn((m, k), "f32", gen, offset), randn((k,), "f32", gen, offset)]
+
+
+def _outputs(inputs, shape, dtype, offset=0):
+    # from the inputs, not `shape`: labkit.call passes inputs[0].shape (M, K) as the shape
+    return [alloc((inputs[0].shape[0],), "f32", offset, device=str(inputs[0].device))]
+
+
+def _reference(inputs, shape, dtype):
+    a, x = inputs
+    return [a.double() @ x.double()]
+
+
+def _torch(inputs, outputs, shape, dtype):
+    import torch
+
+    torch.mv(inputs[0], inputs[1], out=outputs[0])
+
+
+def _validate(inputs, shape, dtype):
+    if len(inputs) != 2 or inputs[0].dim() != 2 or inputs[1].dim() != 1 or inputs[1].shape[0] != inputs[0].shape[1]:
+        raise ConfigError(f"sgemv takes A (M x K) and x (K), got shapes {[tuple(t.shape) for t in inputs]}")
+    if math.prod(inputs[0].shape) == 0:
+        raise ConfigError("sgemv: A must not be empty")
+
+
+OP = Op(
+    name="sgemv",
+    title="Matrix-vector product (f32)",
+    source="sgemv.cu",
+    variants=VARIANTS,
+    shape_axes=("M", "K"),
+    default_shapes=SHAPES,
+    make_inputs=_inputs,
+    make_outputs=_outputs,
+    reference=_reference,
+    torch_impl=_torch,
+    bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[1] + shape[1] + shape[0]),
+    flops=lambda shape, dtype: 2 * shape[0] * shape[1],
+    tolerance=accumulation_tolerance,  # K = shape[-1], as for sgemm
+    shape_presets={"large": SHAPES, "square": [(s, s) for s in (8192, 16384)], "small-K": [(1 << 22, 16), (1 << 21, 32)]},
+    test_shapes=[(1, 1), (3, 7), (5, 1023), (33, 4097), (9, 132), (17, 4)],
+    vector_stores=False,  # one float of y per row
+    validate=_validate,
+    notes="Memory-bound: compare GB/s with the copy peak. k128 runs its float4 path only when K % 4 == 0 and "
+          "A, x are 16-byte aligned (offset views run k32: path 'fallback'). k16 suits K <= 16.",
+)

@@ -1,0 +1,157 @@
+"""CPU half of softmax, softmax_rows, sigmoid, relu, layer_norm and rms_norm: registry entries match
+their kernel files, params reach the launchers in the documented order, the test shapes reach every
+code path of the row kernels, and on small CPU tensors the torch baselines agree with the float64
+references under each op's tolerance. No GPU needed (compile + SASS checks: test_kernels_cpu.py)."""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from labkit.build import KERNELS_DIR
+from labkit.check import compare
+from labkit.registry import get_op, torch_dtype
+
+OPS = ["softmax", "softmax_rows", "sigmoid", "relu", "layer_norm", "rms_norm"]
+ROW_OPS = ["softmax_rows", "layer_norm", "rms_norm"]
+
+
+def _inputs(op, shape, dtype, seed=0, scale=1.0):
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(shape, generator=gen) * scale).to(torch_dtype(dtype))
+    return [x]
+
+
+def _torch_vs_reference(op, shape, dtype, scale=1.0):
+    inputs = _inputs(op, shape, dtype, scale=scale)
+    outputs = op.make_outputs(inputs, shape, dtype, 0)
+    op.torch_impl(inputs, outputs, shape, dtype)
+    refs = op.reference(inputs, shape, dtype)
+    assert len(refs) == 1 and refs[0].dtype == torch.float64  # scratch outputs are never compared
+    rtol, atol = op.tol(shape, dtype)
+    return compare(outputs[0], refs[0], rtol, atol)
+
+
+# ---- registry entries ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", OPS)
+def test_every_variant_has_a_launcher_and_kernel(name):
+    op = get_op(name)
+    src = (KERNELS_DIR / op.source).read_text()
+    assert len({(v.name, v.dtype) for v in op.variants}) == len(op.variants)
+    for v in op.variants:
+        assert re.search(rf"LK_EXPORT int {v.symbol}\(const lk_args\*", src), f"{v.symbol} not exported"
+        assert re.search(rf"__global__ void (__launch_bounds__\([^)]*\) )?{v.kernel.split('<')[0]}\(", src)
+        assert v.access == v.width * {"f32": 4, "f16": 2, "bf16": 2}[v.dtype], v.name
+        assert v.note and v.kernel.count("<") == 1 and v.kernel.endswith(">")
+    header = src.split("#include")[0]  # the leading comment lists every variant
+    for v in op.variants:
+        assert re.search(rf"\b{v.name}\b", header), f"{v.name} missing from the header of {op.source}"
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_shapes_and_tolerances(name):
+    op = get_op(name)
+    for s in op.default_shapes + op.test_shapes:
+        assert op.parse_shape(op.format_shape(s)) == tuple(s)
+    big = [s for s in op.default_shapes if op.bytes_moved(s, op.dtypes[0]) >= 256 << 20]
+    assert big, f"{name}: no default shape moves >= 256 MiB"
+    for d in op.dtypes:
+        rtol, atol = op.tol(op.test_shapes[0], d)
+        assert 0 <= rtol <= 1e-2 and 0 <= atol <= 1e-5
+
+
+def test_params_order():
+    # launchers read f[0] = eps, f[1] = g, f[2] = b
+    ln, rms = get_op("layer_norm"), get_op("rms_norm")
+    assert ln.params((4, 8), "f32") == ((), (1e-5, 1.5, 0.25))
+    assert rms.params((4, 8), "f32") == ((), (1e-5, 1.5))
+    src = (KERNELS_DIR / "norm.cu").read_text()
+    for k, name in enumerate(["eps", "g", "b"]):
+        assert re.search(rf"n\.{name} = .*args->f\[{k}\]", src)
+
+
+def test_softmax_scratch_is_an_extra_output():
+    op = get_op("softmax")
+    x = _inputs(op, (1000,), "f32")
+    outs = op.make_outputs(x, (1000,), "f32", 1)
+    assert len(outs) == 2 and outs[1].dtype == torch.float32 and outs[1].numel() >= 2 * 1056
+    assert outs[0].storage_offset() == 1 and outs[1].storage_offset() == 0
+    assert len(op.reference(x, (1000,), "f32")) == 1
+
+
+# ---- the test shapes reach every code path of the vector row kernels ----------------------------
+def _row_path(k, itemsize):
+    """Mirror of launch_rows_vec / launch_softmax_rows in the .cu files."""
+    if (k * itemsize) % 16:
+        return "fallback"
+    p = k // (16 // itemsize)
+    for mode, per in (("warp", 32), ("block", 512)):
+        for packs in (1, 2, 4, 8):
+            if p <= per * packs:
+                return f"{mode}{packs}"
+    return "online"
+
+
+@pytest.mark.parametrize("name", ROW_OPS)
+def test_test_shapes_cover_every_row_path(name):
+    op = get_op(name)
+    want = {"fallback", "online"} | {f"{m}{p}" for m in ("warp", "block") for p in (1, 2, 4, 8)}
+    for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
+        got = {_row_path(k, itemsize) for _, k in op.test_shapes}
+        assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"
+
+
+# ---- torch baselines agree with the float64 references -------------------------------------------
+CASES = {
+    "softmax": [(1,), (7,), (1023,), (100_003,)],
+    "softmax_rows": [(1, 1), (1, 7), (3, 1023), (5, 4097), (64, 128)],
+    "sigmoid": [(1, 1), (1, 7), (3, 333), (64, 1024)],
+    "relu": [(1, 1), (1, 7), (3, 333), (64, 1024)],
+    "layer_norm": [(1, 1), (1, 7), (3, 1023), (5, 4097), (64, 128)],
+    "rms_norm": [(1, 1), (1, 7), (3, 1023), (5, 4097), (64, 128)],
+}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_torch_matches_reference_f32(name):
+    op = get_op(name)
+    for shape in CASES[name]:
+        r = _torch_vs_reference(op, shape, "f32")
+        assert r.ok, f"{name} {shape}: {r.message}"
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_torch_matches_reference_low_precision(name):
+    op = get_op(name)
+    for d in [d for d in op.dtypes if d != "f32"]:
+        for shape in CASES[name][:4]:
+            try:
+                r = _torch_vs_reference(op, shape, d)
+            except RuntimeError as e:  # an op torch does not implement for this dtype on CPU
+                pytest.skip(f"torch CPU: {e}")
+            assert r.ok, f"{name} {d} {shape}: {r.message}"
+
+
+def test_references_match_seed_semantics():
+    x = _inputs(None, (6, 40), "f32", scale=3.0)[0]
+    ln, rms = get_op("layer_norm"), get_op("rms_norm")
+    _, (eps, g, b) = ln.params((6, 40), "f32")
+    want = F.layer_norm(x.double(), (40,), eps=eps) * g + b
+    assert torch.allclose(ln.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
+    _, (eps, g) = rms.params((6, 40), "f32")
+    want = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + eps) * g
+    assert torch.allclose(rms.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
+    sm = get_op("softmax_rows").reference([x], (6, 40), "f32")[0]
+    assert torch.allclose(sm.sum(-1), torch.ones(6, dtype=torch.float64))
+    v = get_op("softmax").reference([x.reshape(-1)], (240,), "f32")[0]
+    assert abs(float(v.sum()) - 1) < 1e-12
+
+
+def test_layer_norm_torch_handles_large_mean():
+    # a row mean far from zero: the baseline (and the kernels' shifted sums) must not cancel
+    op = get_op("layer_norm")
+    x = _inputs(op, (4, 1000), "f32")[0] + 100.0
+    out = op.make_outputs([x], (4, 1000), "f32", 0)
+    op.torch_impl([x], out, (4, 1000), "f32")
+    r = compare(out[0], op.reference([x], (4, 1000), "f32")[0], 1e-4, 1e-4)
+    assert r.ok, r.message
