@@ -1,0 +1,49 @@
+"""The zoo performance table: for each op, every variant and torch at its largest default shape
+(memory-bound ops: >= 256 MiB of traffic), the best variant's GB/s (or TFLOP/s), % of the copy
+peak and time ratio to torch. Writes the rows and prints the table.
+    python -m labkit.benchmarks.zoo --out results/<gpu>/zoo.jsonl [--ops softmax_rows sgemm]"""
+from __future__ import annotations
+
+import argparse
+
+MEMORY_GOAL_PCT, GEMM_GOAL = 92.0, 0.85
+
+
+def main(argv=None):
+    from labkit.records import ResultLog
+    from labkit.registry import get_op, ops
+    from labkit.runner import Runner, expand
+    from labkit.stats import StopRule
+    from labkit.sweeps import run_configs
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out")
+    ap.add_argument("--ops", nargs="*")
+    ap.add_argument("--budget", type=float, default=0.5)
+    a = ap.parse_args(argv)
+    names = a.ops or [n for n in ops() if n not in ("add", "copy", "copy_gs")]
+    runner = Runner(StopRule(budget_s=a.budget), ResultLog(a.out))
+    lines = [f"{'op':14} {'dtype':5} {'shape':18} {'best':12} {'rate':>12} {'% peak':>7} {'x torch':>8}  goal"]
+    for name in names:
+        op = get_op(name)
+        size = op.flops if name == "sgemm" else op.bytes_moved  # sgemm's goal is at 4096^3
+        shape = max(op.default_shapes, key=lambda s: size(s, op.dtypes[0]))
+        run_configs(runner, op, expand(op, "all", None, [shape], ("cold",)), name)
+        for dtype in op.dtypes:
+            rows = [r for r in runner.log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
+            ok = [r for r in rows if r["status"] == "ok" and r["variant"] != "torch"]
+            bad = [r["variant"] for r in rows if r["status"] != "ok"]
+            if not ok:
+                lines.append(f"{name:14} {dtype:5} no passing variant ({', '.join(bad)})")
+                continue
+            best = min(ok, key=lambda r: r["time_us"])
+            gemm = name == "sgemm"
+            rate = f"{best['tflops']:.1f} TFLOP/s" if gemm else f"{best['gbps']:.0f} GB/s"
+            met = (1 / best["vs_torch"] >= GEMM_GOAL) if gemm else (best["pct_peak"] >= MEMORY_GOAL_PCT and best["vs_torch"] <= 1.0)
+            lines.append(f"{name:14} {dtype:5} {best['shape']:18} {best['variant']:12} {rate:>12} {best['pct_peak']:7.1f} "
+                         f"{best['vs_torch']:8.2f}  {'met' if met else 'MISSED'}" + (f"  failing: {', '.join(bad)}" if bad else ""))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
