@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 
 from .errors import LabkitError
 from .ranges import nvtx_range
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
 
 EPILOG = """examples:
   labkit                                   seed 000's add table on this GPU
@@ -182,7 +185,7 @@ def cmd_recorded(a):
     from .records import load_rows
     from .tables import pivot_table, seed_table
 
-    root = Path(a.path or "results")
+    root = Path(a.path) if a.path else RESULTS
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
     if not files:
         raise LabkitError(f"no recorded results under {root}/ (expected results/<gpu>/<sweep>.jsonl)")
@@ -200,7 +203,12 @@ def main(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
     try:
-        if a.cmd is None:  # the useful default: seed 000's table on this GPU
+        if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded one
+            from .device import NO_GPU, has_gpu
+
+            if not has_gpu():
+                print(f"labkit: {NO_GPU}\nShowing seed 000's table as recorded on a real GPU instead.\n", file=sys.stderr)
+                return cmd_recorded(p.parse_args(["recorded", str(RESULTS / "nvidia-h200" / "seed000.jsonl")]))
             a = p.parse_args(["bench", "add"])
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
                 "build": cmd_build, "recorded": cmd_recorded}[a.cmd](a)

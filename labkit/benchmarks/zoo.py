@@ -26,8 +26,8 @@ def main(argv=None):
     lines = [f"{'op':14} {'dtype':5} {'shape':18} {'best':12} {'rate':>12} {'% peak':>7} {'x torch':>8}  goal"]
     for name in names:
         op = get_op(name)
-        size = op.flops if name == "sgemm" else op.bytes_moved  # sgemm's goal is at 4096^3
-        shape = max(op.default_shapes, key=lambda s: size(s, op.dtypes[0]))
+        shape = (4096, 4096, 4096) if name == "sgemm" else \
+            max(op.default_shapes, key=lambda s: op.bytes_moved(s, op.dtypes[0]))  # sgemm's goal is at 4096^3
         run_configs(runner, op, expand(op, "all", None, [shape], ("cold",)), name)
         for dtype in op.dtypes:
             rows = [r for r in runner.log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
@@ -42,7 +42,26 @@ def main(argv=None):
             met = (1 / best["vs_torch"] >= GEMM_GOAL) if gemm else (best["pct_peak"] >= MEMORY_GOAL_PCT and best["vs_torch"] <= 1.0)
             lines.append(f"{name:14} {dtype:5} {best['shape']:18} {best['variant']:12} {rate:>12} {best['pct_peak']:7.1f} "
                          f"{best['vs_torch']:8.2f}  {'met' if met else 'MISSED'}" + (f"  failing: {', '.join(bad)}" if bad else ""))
+    if "sgemm" in names:
+        lines.append(_tf32_row(runner))
     print("\n".join(lines))
+
+
+def _tf32_row(runner) -> str:
+    """cuBLAS with TF32 at 4096^3: timed only (TF32 inputs fail the f32 tolerance by design)."""
+    import torch
+
+    from labkit.ops.sgemm import torch_tf32
+    from labkit.timing import measure_callable
+
+    n = 4096
+    a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
+    c = torch.empty(n, n, device="cuda")
+    m = measure_callable(lambda: torch_tf32([a, b], [c]), "cold", runner.rule)
+    row = {"op": "sgemm", "variant": "torch_tf32", "dtype": "f32", "shape": f"{n}x{n}x{n}", "mode": "cold",
+           "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12}
+    runner.log.append(row)
+    return f"{'sgemm':14} {'tf32':5} {row['shape']:18} {'torch_tf32':12} {row['tflops']:>6.1f} TFLOP/s  (timed, not checked)"
 
 
 if __name__ == "__main__":
