@@ -1,0 +1,63 @@
+"""Explorer latency on a GPU: time from a control change to the redrawn plot, for configurations
+whose kernels are built (a new measurement) and for ones already measured (redraw only); also runs
+the labs top to bottom live with nbclient and times them.
+    python -m labkit.benchmarks.explorer_latency --out results/<gpu>/explorer-latency.json"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+
+def latency() -> dict:
+    from labkit.explore import explore
+
+    ex = explore("add", debounce_s=0)
+    shape = "4096x4096"  # 96 MiB moved in f32, 64 MiB in f16: the goal's size
+    ex.select(dtype="f16", width=8, custom=shape, shapes="custom")  # first run: builds, torch baseline
+    new, cached = [], []
+    for w in (2, 1, 8):  # each width is a new measurement of a built kernel
+        ex.select(width=w)
+        new.append(ex.last_update_s)
+    for w in (2, 1, 8, 2, 1, 8):  # already measured: redraw only
+        ex.select(width=w)
+        cached.append(ex.last_update_s)
+    return {"shape": shape, "new_measurement_s": new, "redraw_s": cached,
+            "median_new_s": statistics.median(new), "median_redraw_s": statistics.median(cached)}
+
+
+def labs() -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    out = {}
+    for nb_path in sorted(Path("labs").glob("*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        t0 = time.perf_counter()
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "labs"}}).execute()
+        out[nb_path.name] = time.perf_counter() - t0
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out")
+    ap.add_argument("--skip-labs", action="store_true")
+    a = ap.parse_args(argv)
+    from labkit.device import provenance
+
+    res = {**latency(), **provenance()}
+    print(f"control change -> plot, new measurement at {res['shape']}: median {res['median_new_s']:.2f} s "
+          f"{[round(x, 2) for x in res['new_measurement_s']]}; redraw only: median {res['median_redraw_s']:.3f} s (goal <= 0.5 s)")
+    if not a.skip_labs:
+        res["labs_s"] = labs()
+        for k, v in res["labs_s"].items():
+            print(f"{k}: ran top to bottom live in {v:.0f} s (goal <= 180 s)")
+    if a.out:
+        Path(a.out).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
