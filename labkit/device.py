@@ -13,7 +13,7 @@ from .errors import NoGPUError
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
           "only on an NVIDIA GPU. Without one, explore the recorded results shipped in results/ "
-          "(labkit.explore() in a notebook, or `labkit recorded` in a shell).")
+          "(`from labkit.explore import explore; explore()` in a notebook, or `labkit recorded` in a shell).")
 
 
 def has_gpu() -> bool:

@@ -19,6 +19,15 @@ class Sweep:
     rule: dict = field(default_factory=dict)  # StopRule overrides, e.g. {"budget_s": 0.5}
 
 
+def _zoo_sweeps():
+    """One sweep per kernel-zoo op (CATALOG §3-§5): every variant + torch at its default shapes."""
+    from .registry import ops
+
+    return [Sweep(name.replace("_", "-"), name, "all", None, (), ("cold",),
+                  f"{op.title}: every variant + torch at its default shapes")
+            for name, op in ops().items() if name not in ("add", "copy", "copy_gs")]
+
+
 SWEEPS = {s.name: s for s in [
     Sweep("seed000", "add", "all", None, (), ("cold", "hot"),
           "seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
@@ -26,6 +35,7 @@ SWEEPS = {s.name: s for s in [
           "seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),
     Sweep("copy-gs", "copy_gs", "all", None, (), ("cold",),
           "seed 003: grid-stride int / int2 / int4 copies with a capped block count"),
+    *_zoo_sweeps(),
 ]}
 
 

@@ -36,7 +36,8 @@ def lab_server(tmp_path_factory):
     """JupyterLab on a free port, serving a copy of labs/ with fixture results; stopped by PID."""
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "labs", tmp / "labs")
-    make_results(tmp / "results")
+    real = os.environ.get("LABKIT_BROWSER_RESULTS")  # e.g. results/, to take the README screenshot
+    shutil.copytree(real, tmp / "results") if real else make_results(tmp / "results")
     settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",

@@ -58,8 +58,11 @@ def _tf32_row(runner) -> str:
     a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
     c = torch.empty(n, n, device="cuda")
     m = measure_callable(lambda: torch_tf32([a, b], [c]), "cold", runner.rule)
+    from labkit.device import provenance
+
     row = {"op": "sgemm", "variant": "torch_tf32", "dtype": "f32", "shape": f"{n}x{n}x{n}", "mode": "cold",
-           "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12}
+           "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12,
+           **provenance()}
     runner.log.append(row)
     return f"{'sgemm':14} {'tf32':5} {row['shape']:18} {'torch_tf32':12} {row['tflops']:>6.1f} TFLOP/s  (timed, not checked)"
 
