@@ -13,7 +13,7 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
     nvtx = None
 
 DOMAIN = "labkit"
-PHASES = ("compile", "check", "warmup", "timed")
+PHASES = ("compile", "check", "warmup", "timed")  # the timed range is named "timed cold" / "timed hot"
 
 
 def check_name(name: str) -> str:
@@ -22,9 +22,11 @@ def check_name(name: str) -> str:
     return name
 
 
-def config_name(op: str, variant: str, shape: str) -> str:
-    """The range of one configuration, e.g. 'add f16x8_pack 4096x4096'."""
-    return check_name(f"{op} {variant} {shape}")
+def config_name(op: str, variant: str, shape: str, dtype: str | None = None) -> str:
+    """The range of one configuration, e.g. 'add f16x8_pack 4096x4096'. `dtype` is named where the
+    variant's name does not carry it (the torch baseline: 'add torch f16 4096x4096')."""
+    label = variant if dtype is None or variant.startswith(dtype) else f"{variant} {dtype}"
+    return check_name(f"{op} {label} {shape}")
 
 
 def nvtx_range(name: str):

@@ -138,7 +138,7 @@ class Runner:
         if timed and not v.is_torch and (op.name, v.dtype, shape_s, mode) not in self._torch_us:
             self.run(op, "torch", v.dtype, shape, mode, offset, record)
         try:
-            with nvtx_range(config_name(op.name, v.name, shape_s)):
+            with nvtx_range(config_name(op.name, v.name, shape_s, v.dtype if len(op.dtypes) > 1 else None)):
                 rec.update(self._run(op, v, shape, mode, offset, timed))
         except torch.OutOfMemoryError as e:
             torch.cuda.empty_cache()

@@ -73,7 +73,7 @@ def _run_samples(one_sample, rule: StopRule, group: int = 16):
 def measure_callable(fn, mode: str = "cold", rule: StopRule = StopRule(), warmup_s: float = 0.01,
                      hot_target_s: float = 200e-6, ranges: bool = False) -> Measurement:
     """Time `fn()` (which launches GPU work on the current stream). With `ranges`, the warm-up
-    and the timed loop sit in NVTX ranges 'warmup' and 'timed'."""
+    and the timed loop sit in NVTX ranges 'warmup' and 'timed <mode>'."""
     import contextlib
 
     import torch
@@ -83,7 +83,7 @@ def measure_callable(fn, mode: str = "cold", rule: StopRule = StopRule(), warmup
     phase = nvtx_range if ranges else (lambda name: contextlib.nullcontext())
     with phase("warmup"):
         _warmup(fn, warmup_s)
-    with phase("timed"):
+    with phase(f"timed {mode}"):
         return _measure(fn, mode, rule, hot_target_s)
 
 

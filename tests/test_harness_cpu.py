@@ -105,13 +105,14 @@ def test_expand_puts_torch_first_per_dtype():
 
 
 def test_nvtx_names_have_no_slash():
-    assert config_name("add", "f16x8_pack", "4096x4096") == "add f16x8_pack 4096x4096"
+    assert config_name("add", "f16x8_pack", "4096x4096", "f16") == "add f16x8_pack 4096x4096"
+    assert config_name("add", "torch", "4096x4096", "f16") == "add torch f16 4096x4096"
     with pytest.raises(ValueError, match="contains '/'"):
         check_name("a/b")
     for op in labkit.catalog().values():
         for v in op.variants_for():
             for s in op.default_shapes:
-                config_name(op.name, v.name, op.format_shape(s))
+                config_name(op.name, v.name, op.format_shape(s), v.dtype)
 
 
 def test_compile_error_carries_file_and_line():
