@@ -2,10 +2,10 @@
 // T = element type, N = elements per thread, ACCESS = bytes per memory instruction.
 //   f32          N=1  ACCESS=4   baseline, one float per thread
 //   f32x4        N=4  ACCESS=16  one float4 per thread
-//   f16 / bf16   N=1  ACCESS=2   one half per thread
-//   f16x2/bf16x2 N=2  ACCESS=4   one half2 per thread
+//   f16, bf16    N=1  ACCESS=2   one half per thread
+//   f16x2, bf16x2 N=2 ACCESS=4   one half2 per thread
 //   f16x8        N=8  ACCESS=4   seed "method 1": four half2 accesses, 16 B apart per lane
-//   f16x8_pack   N=8  ACCESS=16  seed "method 2": one 128-bit access, __hadd2 x4 (also bf16)
+//   f16x8_pack, bf16x8_pack  N=8  ACCESS=16  seed "method 2": one 128-bit access, __hadd2 x4
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when the
 // three pointers are misaligned differently (reported as LK_PATH_FALLBACK).
 #include "labkit.cuh"

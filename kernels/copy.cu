@@ -1,5 +1,6 @@
 // Copy with a per-thread access unit of W = 1, 2, 4, 8, 16 bytes (CATALOG §2, seed 001):
-// one generic Pack<uint8_t, W> moved with one W-byte load and one W-byte store per thread.
+// one generic Pack<uint8_t, W> moved with one W-byte load and one W-byte store per thread:
+// variants w1, w2, w4, w8, w16.
 // Any byte count and alignment: scalar head + packs + scalar tail (or the byte kernel when src
 // and dst are misaligned differently, reported as LK_PATH_FALLBACK).
 #include "labkit.cuh"

@@ -1,6 +1,6 @@
 // Grid-stride int32 copy (CATALOG §2, seed 003): 128 threads per block, the block count capped at
-// i[0] (MAX_BLOCKS) so each thread loops; int2 / int4 move 8 / 16 bytes per access and finish
-// the N % 2 / N % 4 remainder with scalar copies. Misaligned views take the scalar kernel.
+// i[0] (MAX_BLOCKS) so each thread loops. Variants: int (4 bytes per access); int2, int4 move 8 / 16
+// bytes per access and finish the N % 2 / N % 4 remainder with scalar copies. Misaligned views take the scalar kernel.
 #include "labkit.cuh"
 
 template <int V>  // ints per access: 1 (int), 2 (int2), 4 (int4)

@@ -9,20 +9,6 @@
 
 constexpr int kThreads = 256;
 
-// Blocks resident at once for `threads`-thread blocks (SMs x blocks per SM): the grid of a
-// grid-stride kernel. Cached per device; no stream work, so it is safe during graph capture.
-static int resident_blocks(int threads) {
-  static int sms[64], per_sm[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 1024;
-  if (!sms[dev]) {
-    cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
-    cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
-  }
-  const int k = per_sm[dev] / threads;
-  return sms[dev] * (k > 0 ? k : 1);
-}
-
 template <int N>
 __device__ __forceinline__ float pack_dot(const Pack<float, N>& a, const Pack<float, N>& b, float acc) {
 #pragma unroll

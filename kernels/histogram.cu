@@ -15,20 +15,6 @@ constexpr int kSmemThreads = 512;  // privatized kernel: fewer, fatter blocks ->
 constexpr int kSmemInts = 48 * 1024 / 4;     // most one copy may take (default limit)
 constexpr int kCopiesInts = 32 * 1024 / 4;   // budget for the copies: 4 blocks fit an A100 SM
 
-// Blocks resident at once for `threads`-thread blocks (SMs x blocks per SM): the grid of a
-// grid-stride kernel. Cached per device; no stream work, so it is safe during graph capture.
-static int resident_blocks(int threads) {
-  static int sms[64], per_sm[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 1024;
-  if (!sms[dev]) {
-    cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
-    cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
-  }
-  const int k = per_sm[dev] / threads;
-  return sms[dev] * (k > 0 ? k : 1);
-}
-
 __device__ __forceinline__ void count(int* h, int v, int bins) {
   if (static_cast<unsigned>(v) < static_cast<unsigned>(bins)) atomicAdd(h + v, 1);  // also rejects v < 0
 }

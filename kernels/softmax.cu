@@ -66,56 +66,6 @@ __device__ __forceinline__ MS block_reduce_ms(MS v, MS* scratch) {
   return v;
 }
 
-// Sum or max over a warp (WARP_ROW) or over the block, for any blockDim.
-template <bool WARP_ROW, bool MAX>
-__device__ __forceinline__ float row_reduce(float v, float* scratch) {
-  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
-  if constexpr (WARP_ROW) return v;
-  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
-  const int warps = (blockDim.x + LK_WARP - 1) / LK_WARP;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < warps ? scratch[lane] : (MAX ? -INFINITY : 0.f);
-  v = MAX ? warp_reduce_max(v) : warp_reduce_sum(v);
-  __syncthreads();
-  return v;
-}
-
-// Pack -> floats; 16-bit types convert in pairs from 32-bit words (per-element access of a
-// register-held pack made ptxas spill bf16 halves to local memory).
-template <typename T, int N>
-__device__ __forceinline__ void to_floats(float (&f)[N], const Pack<T, N>& p) {
-  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
-#pragma unroll
-    for (int k = 0; k < N; ++k) f[k] = lk_to_float(p.elem[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < N; k += 2) {
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(&p.elem[k]);
-      if constexpr (std::is_same_v<T, __half>) {
-        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
-        f[k] = v.x, f[k + 1] = v.y;
-      } else {  // bf16 -> f32 is exact: the high 16 bits of the float
-        f[k] = __uint_as_float(w << 16), f[k + 1] = __uint_as_float(w & 0xffff0000u);
-      }
-    }
-  }
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void from_floats(Pack<T, N>& p, const float (&f)[N]) {
-  if constexpr (std::is_same_v<T, float> || N % 2 != 0) {
-#pragma unroll
-    for (int k = 0; k < N; ++k) p.elem[k] = lk_from_float<T>(f[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < N; k += 2) {
-      if constexpr (std::is_same_v<T, __half>) *reinterpret_cast<__half2*>(&p.elem[k]) = __floats2half2_rn(f[k], f[k + 1]);
-      else *reinterpret_cast<__nv_bfloat162*>(&p.elem[k]) = __floats2bfloat162_rn(f[k], f[k + 1]);
-    }
-  }
-}
-
 // ================================ whole-vector softmax ========================================
 constexpr int SM_THREADS = 256;
 constexpr int SM_BLOCKS_PER_SM = 2048 / SM_THREADS;  // a full SM: the grid is exactly one wave

@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("op", help="op name (see `labkit list`)")
     b.add_argument("-v", "--variants", help="comma-separated variant names (default: all, plus torch)")
     b.add_argument("-d", "--dtype", help="only variants of this dtype (f32, f16, bf16, ...)")
+    b.add_argument("-w", "--width", type=int, help="only variants of this vector width (elements per thread "
+                                                    "step; needs --dtype), plus torch")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
     _common(b)
     b.add_argument("--offset", type=int, default=0, help="start tensors this many elements into their buffer "
@@ -93,6 +95,10 @@ def cmd_bench(a):
 
     op = get_op(a.op)
     variants = a.variants.split(",") if a.variants else None
+    if a.width is not None:
+        if not a.dtype:
+            raise LabkitError("--width needs --dtype: vector widths are per dtype (see `labkit list`)")
+        variants = [v.name for v in op.variant_by_width(a.dtype, a.width)] + ["torch"]
     configs = expand(op, variants, a.dtype, a.shapes, tuple(a.mode))
     from .device import require_gpu
 

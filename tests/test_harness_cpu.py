@@ -177,6 +177,10 @@ def test_cli_argument_errors(capsys):
     assert "no variant 'f16x4'" in capsys.readouterr().err
     assert cli.main(["bench", "add", "--shapes=0x3"]) == 2
     assert "every size must be > 0" in capsys.readouterr().err
+    assert cli.main(["bench", "add", "-d", "f16", "-w", "4"]) == 2
+    assert "vector width 4 is not offered for add f16; widths are 1, 2, 8" in capsys.readouterr().err
+    assert cli.main(["bench", "add", "-w", "8"]) == 2
+    assert "--width needs --dtype" in capsys.readouterr().err
     assert cli.main(["sweep", "nope"]) == 2
     assert "unknown sweep" in capsys.readouterr().err
     with pytest.raises(SystemExit):
@@ -204,3 +208,30 @@ def test_recorded_cli_reads_result_files(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "TestGPU" in out and "1600.0" in out
     assert cli.main(["recorded", str(tmp_path / "empty")]) == 2
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch):
+    from labkit import sass
+    from labkit.errors import ToolMissingError
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sass.Path, "exists", lambda self: False)
+    with pytest.raises(ToolMissingError, match="nvcc not found on PATH or in the CUDA toolkit"):
+        sass.tool("nvcc")
+    with pytest.raises(ToolMissingError, match="pip install nvidia-cuda-cuobjdump"):
+        sass.tool("cuobjdump")
+
+
+def test_build_needs_a_cuda_toolkit(monkeypatch):
+    from torch.utils import cpp_extension
+
+    from labkit.build import _require_toolkit
+    from labkit.errors import ToolMissingError
+
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    with pytest.raises(ToolMissingError, match="nvcc was not found: install the CUDA toolkit or set CUDA_HOME"):
+        _require_toolkit()
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: False)
+    with pytest.raises(ToolMissingError, match="CPU-only build"):
+        _require_toolkit()

@@ -60,13 +60,6 @@ def test_store_widths():
 
 
 # ---- shapes, bytes, flops -----------------------------------------------------------------------
-@pytest.mark.parametrize("name", NAMES)
-def test_shapes_round_trip(name):
-    op = get_op(name)
-    for s in op.default_shapes + op.test_shapes + [s for v in op.shape_presets.values() for s in v]:
-        assert op.parse_shape(op.format_shape(s)) == tuple(s)
-
-
 def test_sgemv_shapes():
     op = get_op("sgemv")
     assert op.shape_axes == ("M", "K")

@@ -1,8 +1,8 @@
 """Row-wise layer norm over N x K: y = (x - mean) / sqrt(var + eps) * g + b with scalar g, b as in
 the seed (CATALOG §4, seed 002), any K. Kernels: kernels/norm.cu. f16 storage, f32 math."""
-from ..errors import ConfigError
 from ..registry import Op, Variant
-from ..tensors import alloc, randn
+from ._shared import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, filled, one_input,
+                      output_like_input, read_write_bytes, validate_rows)
 
 _H = "__half"
 EPS, G, B = 1e-5, 1.5, 0.25  # f[0], f[1], f[2] of the launchers
@@ -18,22 +18,6 @@ VARIANTS = [
             "row in registers, 8 halves per 128-bit access, one read + one write"),
 ]
 
-SEED_SHAPES = [(n, k) for n in (1024, 4096) for k in (128, 512, 1024)]
-LARGE_SHAPES = [(65536, 1024), (32768, 2048), (16384, 4096), (8192, 8192), (4096, 16384)]
-
-_weights: dict = {}
-
-
-def _affine(k, dtype, device):
-    """weight = g, bias = b as (K,) tensors, cached so the torch baseline times only its kernels."""
-    import torch
-
-    key = (k, dtype, str(device))
-    if key not in _weights:
-        _weights[key] = (torch.full((k,), G, dtype=dtype, device=device),
-                         torch.full((k,), B, dtype=dtype, device=device))
-    return _weights[key]
-
 
 def _reference(inputs, shape, dtype):
     x = inputs[0].double()
@@ -46,14 +30,9 @@ def _torch(inputs, outputs, shape, dtype):
     import torch.nn.functional as F
 
     x = inputs[0]
-    w, b = _affine(shape[-1], x.dtype, x.device)
+    w, b = (filled(shape[-1], v, x.dtype, x.device) for v in (G, B))
     # fused layer_norm with weight g and bias b; torch has no out= for it, so a copy follows
     outputs[0].copy_(F.layer_norm(x, (shape[-1],), w, b, EPS))
-
-
-def _validate(inputs, shape, dtype):
-    if shape[0] >= 2**31 or shape[1] >= 2**31:
-        raise ConfigError(f"layer_norm: N and K must be < 2^31, got {shape}")
 
 
 # f32: values are O(1) and x - mean cancels to ~1e-7 absolute; f16: one rounding of the f32 result
@@ -65,19 +44,18 @@ OP = Op(
     source="norm.cu",
     variants=VARIANTS,
     shape_axes=("N", "K"),
-    default_shapes=SEED_SHAPES + LARGE_SHAPES,
-    make_inputs=lambda shape, dtype, gen, offset=0: [randn(shape, dtype, gen, offset)],
-    make_outputs=lambda inputs, shape, dtype, offset=0: [alloc(shape, dtype, offset, device=str(inputs[0].device))],
+    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
+    make_inputs=one_input,
+    make_outputs=output_like_input,
     reference=_reference,
     torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 2 * shape[0] * shape[1] * (4 if dtype == "f32" else 2),
+    bytes_moved=read_write_bytes,
     flops=lambda shape, dtype: 8 * shape[0] * shape[1],
     params=lambda shape, dtype: ((), (EPS, G, B)),
     tolerance=lambda shape, dtype: _TOL[dtype],
-    validate=_validate,
-    shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
-    test_shapes=[(1, 1), (1, 7), (3, 1023), (5, 4097), (2, (1 << 16) + 3), (1000, 64), (33, 256), (17, 512),
-                 (7, 1000), (9, 1024), (5, 2048), (3, 4096), (3, 8192), (2, 16384), (2, 32768), (1, 65536)],
+    validate=validate_rows("layer_norm"),
+    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
+    test_shapes=ROW_TEST_SHAPES,
     notes=f"eps={EPS}, g={G}, b={B} (scalars, as in the seed). The torch baseline is F.layer_norm with weight "
           "and bias tensors filled with g and b, then a copy_ into the output (layer_norm has no out=): its "
           "time includes that copy. Vector variants need 16-byte aligned rows; others run the scalar kernel.",

@@ -1,24 +1,5 @@
 """Elementwise relu y = max(0, x) (CATALOG §4, seed 002). Kernels: kernels/activation.cu."""
-from ..registry import Op, Variant
-from ..tensors import alloc, randn
-
-_H = "__half"
-
-VARIANTS = [
-    Variant("f32", "f32", "relu_f32", 1, 4, "unary_kernel<Relu, float, 1, 4>", "baseline: one float per thread"),
-    Variant("f32x4", "f32", "relu_f32x4", 4, 16, "unary_kernel<Relu, float, 4, 16>",
-            "one float4 (128-bit) access per thread"),
-    Variant("f16", "f16", "relu_f16", 1, 2, f"unary_kernel<Relu, {_H}, 1, 2>", "one half per thread, f32 math"),
-    Variant("f16x8_pack", "f16", "relu_f16x8_pack", 8, 16, f"unary_kernel<Relu, {_H}, 8, 16>",
-            "one 128-bit pack of 8 halves per thread"),
-]
-
-SEED_SHAPES = [(s, k) for s in (1024, 2048, 4096) for k in (1024, 2048, 4096)]
-LARGE_SHAPES = [(8192, 8192), (16384, 8192), (16384, 16384)]
-
-
-def _reference(inputs, shape, dtype):
-    return [inputs[0].double().clamp_min(0)]
+from ._shared import unary_op
 
 
 def _torch(inputs, outputs, shape, dtype):
@@ -27,24 +8,6 @@ def _torch(inputs, outputs, shape, dtype):
     torch.clamp_min(inputs[0], 0, out=outputs[0])  # torch.relu has no out=
 
 
-# exact: max(0, x) is representable in every dtype
-_TOL = {"f32": (0.0, 0.0), "f16": (0.0, 0.0)}
-
-OP = Op(
-    name="relu",
-    title="ReLU",
-    source="activation.cu",
-    variants=VARIANTS,
-    shape_axes=("S", "K"),
-    default_shapes=SEED_SHAPES + LARGE_SHAPES,
-    make_inputs=lambda shape, dtype, gen, offset=0: [randn(shape, dtype, gen, offset)],
-    make_outputs=lambda inputs, shape, dtype, offset=0: [alloc(shape, dtype, offset, device=str(inputs[0].device))],
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 2 * shape[0] * shape[1] * (4 if dtype == "f32" else 2),
-    flops=lambda shape, dtype: shape[0] * shape[1],
-    tolerance=lambda shape, dtype: _TOL[dtype],
-    shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
-    test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
-    notes="Memory-bound: the large shapes (>= 256 MiB of traffic in f32) are the ones to compare with the copy peak.",
-)
+OP = unary_op("relu", "ReLU", "Relu", lambda x: x.clamp_min(0), _torch,
+              # exact: max(0, x) is representable in every dtype
+              {"f32": (0.0, 0.0), "f16": (0.0, 0.0)}, 1, "one 128-bit pack of 8 halves per thread")
