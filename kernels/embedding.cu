@@ -7,6 +7,8 @@
 //   f16         N=1  ACCESS=2   one half per thread step
 //   f16x8       N=8  ACCESS=2   seed x8: eight scalar half copies per thread step
 //   f16x8_pack  N=8  ACCESS=16  seed pack: one 128-bit load + store of 8 halves
+//   f32x4_pack_r4, f16x8_pack_r4  beyond the seed: 4 rows per block, each thread loads its pack
+//               of all 4 rows before storing any (4 independent 128-bit loads in flight)
 // Unlike the seed (blockDim = EmbSize / N, no checks), any EmbSize works: rows loop over their
 // packs, and a row whose index is outside [0, MaxV) is written as zeros, never read (the op's
 // validate hook reports such indices before a run). Vector path: EmbSize % N == 0 and weight and
@@ -37,7 +39,36 @@ __global__ void embedding_kernel(const int* __restrict__ idx, const T* __restric
   }
 }
 
-template <typename T, int N, int ACCESS>
+// ROWS rows per block: the index loads and then the ROWS pack loads are issued back to back, so a
+// thread waits for one memory latency per ROWS rows instead of two per row.
+template <typename T, int N, int ROWS>
+__global__ void embedding_rows_kernel(const int* __restrict__ idx, const T* __restrict__ weight, T* __restrict__ out,
+                                      int64_t rows, int64_t max_v, int64_t emb, lk_split s) {
+  const int64_t row0 = int64_t(blockIdx.x) * ROWS;
+  int64_t id[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) id[r] = row0 + r < rows ? idx[row0 + r] : -1;
+  for (int p = threadIdx.x; p < int(s.packs); p += blockDim.x) {
+    Pack<T, N> v[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+      if (id[r] >= 0 && id[r] < max_v) lk_load<sizeof(v[r])>(v[r], weight + id[r] * emb + s.head + p * N);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      if (row0 + r >= rows) break;
+      if (!(id[r] >= 0 && id[r] < max_v)) v[r] = Pack<T, N>{};  // out of the table: zeros, never read
+      lk_store<sizeof(v[r])>(out + (row0 + r) * emb + s.head + p * N, v[r]);
+    }
+  }
+  for (int j = threadIdx.x; j < int(s.head + s.tail); j += blockDim.x) {  // scalar edges
+    const int64_t i = lk_edge_index(s, N, j);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+      if (row0 + r < rows) out[(row0 + r) * emb + i] = id[r] >= 0 && id[r] < max_v ? weight[id[r] * emb + i] : T{};
+  }
+}
+
+template <typename T, int N, int ACCESS, int ROWS = 1>
 static int launch_embedding(const lk_args* args, cudaStream_t stream) {
   const int* idx = lk_ptr<const int>(args->t[0]);
   const T* weight = lk_ptr<const T>(args->t[1]);
@@ -56,7 +87,12 @@ static int launch_embedding(const lk_args* args, cudaStream_t stream) {
     embedding_kernel<T, 1, sizeof(T)><<<unsigned(rows), threads, 0, stream>>>(idx, weight, out, max_v, emb, s);
     return lk_launch_status(LK_PATH_FALLBACK);
   }
-  embedding_kernel<T, N, ACCESS><<<unsigned(rows), threads, 0, stream>>>(idx, weight, out, max_v, emb, s);
+  if constexpr (ROWS > 1) {
+    embedding_rows_kernel<T, N, ROWS><<<unsigned(ceil_div<int64_t>(rows, ROWS)), threads, 0, stream>>>(
+        idx, weight, out, rows, max_v, emb, s);
+  } else {
+    embedding_kernel<T, N, ACCESS><<<unsigned(rows), threads, 0, stream>>>(idx, weight, out, max_v, emb, s);
+  }
   return lk_launch_status();
 }
 
@@ -66,3 +102,5 @@ LK_EXPORT int embedding_f32x4_pack(const lk_args* a, cudaStream_t s) { return la
 LK_EXPORT int embedding_f16(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 1, 2>(a, s); }
 LK_EXPORT int embedding_f16x8(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 2>(a, s); }
 LK_EXPORT int embedding_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 16>(a, s); }
+LK_EXPORT int embedding_f32x4_pack_r4(const lk_args* a, cudaStream_t s) { return launch_embedding<float, 4, 16, 4>(a, s); }
+LK_EXPORT int embedding_f16x8_pack_r4(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 16, 4>(a, s); }

@@ -16,6 +16,10 @@ VARIANTS = [
             "seed x8: eight scalar half copies per thread step"),
     Variant("f16x8_pack", "f16", "embedding_f16x8_pack", 8, 16, f"embedding_kernel<{_H}, 8, 16>",
             "seed pack: one 128-bit load and store of 8 halves per thread step"),
+    Variant("f32x4_pack_r4", "f32", "embedding_f32x4_pack_r4", 4, 16, "embedding_rows_kernel<float, 4, 4>",
+            "4 rows per block: 4 independent 128-bit loads in flight per thread"),
+    Variant("f16x8_pack_r4", "f16", "embedding_f16x8_pack_r4", 8, 16, f"embedding_rows_kernel<{_H}, 8, 4>",
+            "4 rows per block: 4 independent 128-bit loads in flight per thread"),
 ]
 
 # (MaxV, SeqLen, EmbSize)
