@@ -52,7 +52,9 @@ def test_nsys_ranges_and_kernel_counts(tmp_path):
     c = p.check
     assert len(c) == 4 and c["nsys_us"].notna().all()
     assert (c["scope"].str.startswith("timed ")).all() and c["result"].isin(["pass", "MISS", "—"]).all()
-    assert (c["diff_pct"].abs() < 100).all(), c  # same ballpark; the goal itself is reported, not asserted
+    # events time the kernel plus a bounded per-launch overhead (measured on an H200: ~2.5 µs cold,
+    # ~1 µs hot); the goal verdicts are reported, not asserted
+    assert ((c["diff_us"] > -0.5) & (c["diff_us"] < 5)).all(), c
     print(c.to_string())
 
 
