@@ -775,7 +775,8 @@ def recorded_profile(folder: str | Path | None = None) -> Profile:
 
 def recorded_ncu(folder: str | Path | None = None):
     """The committed ncu outputs (ncu_*.csv) as one table with the byte model: only the kernels of a
-    labkit variant (matched by Variant.kernel), each with its config from the NVTX stack and its file."""
+    labkit variant (matched by Variant.kernel), each with its config from the NVTX stack and its file;
+    None when the folder holds no ncu output with such a kernel."""
     import pandas as pd
 
     from .registry import ops
@@ -789,4 +790,4 @@ def recorded_ncu(folder: str | Path | None = None):
             if r["kernel"] in by_kernel and cfg:
                 op, v = by_kernel[r["kernel"]]
                 frames.append(with_model(pd.DataFrame([r]), op, v.name, cfg["shape"], v.dtype).assign(file=f.name))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    return pd.concat(frames, ignore_index=True) if frames else None

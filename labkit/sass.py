@@ -71,6 +71,11 @@ def mem_widths(instrs: list[str], kind: str) -> set[int]:
 
 def functions(cubin: Path) -> dict[str, dict]:
     """Demangled kernel name -> {'sass': [lines], 'registers', 'stack', 'shared', 'local'}."""
+    return _functions(str(cubin), Path(cubin).stat().st_mtime)
+
+
+@functools.lru_cache(maxsize=64)
+def _functions(cubin: str, mtime: float) -> dict[str, dict]:
     dump = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
     res = subprocess.run([tool("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
     mangled, bodies, cur = [], [], None
@@ -100,6 +105,11 @@ def find_kernel(funcs: dict, kernel: str) -> dict:
     raise KeyError(f"kernel {kernel!r} not found; kernels: {list(funcs)}")
 
 
+def cubin(source, arch: str = "90") -> Path:
+    """The cubin of a kernel file for sm_<arch>, compiled once per file version (cached)."""
+    return _cubin(str(source), arch, Path(source).stat().st_mtime)
+
+
 @functools.lru_cache(maxsize=None)
 def _cubin(source: str, arch: str, stamp: float) -> Path:
     out = Path(tempfile.mkdtemp(prefix="labkit-sass-")) / (Path(source).stem + f".sm{arch}.cubin")
@@ -118,8 +128,7 @@ def report(op_name: str, arch: str = "90"):
     for v in op.variants:
         if not v.kernel:
             continue
-        src = op.source_path(v)
-        f = find_kernel(functions(_cubin(str(src), arch, src.stat().st_mtime)), v.kernel)
+        f = find_kernel(functions(cubin(op.source_path(v), arch)), v.kernel)
         ld, st = mem_widths(f["sass"], "LDG"), mem_widths(f["sass"], "STG")
         rows.append({"op": op.name, "variant": v.name, "dtype": v.dtype, "kernel": v.kernel, "access_bytes": v.access,
                      "registers": f["registers"], "ldg_bits": max(ld, default=0), "stg_bits": max(st, default=0),

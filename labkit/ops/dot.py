@@ -33,6 +33,18 @@ def _torch(inputs, outputs, shape, dtype):
     torch.dot(inputs[0], inputs[1], out=outputs[0].view(()))  # cuBLAS sdot into the 1-element output
 
 
+INLINE_LAUNCHER = """
+LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
+  const int64_t n = args->t[0].numel;
+  float* y = lk_ptr<float>(args->t[2]);
+  cudaMemsetAsync(y, 0, sizeof(float), stream);
+  const int64_t blocks = ceil_div<int64_t>(n, int64_t({width}) * {block});
+  {kernel}<<<blocks > 0 ? blocks : 1, {block}, 0, stream>>>(lk_ptr<const float>(args->t[0]),
+                                                          lk_ptr<const float>(args->t[1]), y, n);
+  return lk_launch_status();
+}}
+"""
+
 OP = Op(
     name="dot",
     title="Dot product",
@@ -50,6 +62,7 @@ OP = Op(
     shape_presets={"large": SHAPES[2:]},
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 4 + 13,)],
     vector_stores=False,
+    inline_launcher=INLINE_LAUNCHER,
     notes="y = sum(a * b) as one f32 (fmaf in f32, one atomicAdd per block into y, zeroed first). "
           "Inputs are randn rounded to multiples of 1/8, so the total is exact in any summation order "
           "(rtol 1e-6, atol 1e-3 against a float64 reference). a and b misaligned differently run the "

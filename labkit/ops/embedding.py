@@ -78,6 +78,18 @@ def _bytes(shape, dtype):
     return 4 * seq + 2 * seq * emb * {"f32": 4}.get(dtype, 2)  # indices + rows read + rows written
 
 
+INLINE_LAUNCHER = """
+LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
+  const int64_t rows = args->t[0].numel;
+  const int64_t max_v = args->t[1].size[0];
+  const int64_t emb = max_v > 0 ? args->t[1].numel / max_v : 0;
+  if (rows > 0)
+    {kernel}<<<unsigned(rows), {block}, 0, stream>>>(lk_ptr<const int>(args->t[0]), lk_ptr<const {ctype}>(args->t[1]),
+                                                    lk_ptr<{ctype}>(args->t[2]), max_v, emb);
+  return lk_launch_status();
+}}
+"""
+
 OP = Op(
     name="embedding",
     title="Embedding lookup",
@@ -94,6 +106,7 @@ OP = Op(
     shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
     test_shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3), (1000, 257, 512)],
     validate=_validate,
+    inline_launcher=INLINE_LAUNCHER,
     notes="Inputs: idx int32 [SeqLen] in [0, MaxV), weight [MaxV, EmbSize]; out [SeqLen, EmbSize]. "
           "Seed 004 shapes: MaxV in {1024, 4096}, SeqLen in {2048, 4096}, EmbSize in {512, 1024} (all fit in "
           "L2: they measure the cache when hot). The torch row is torch.index_select(weight, 0, idx, out=out), "

@@ -45,6 +45,16 @@ def _validate(inputs, shape, dtype):
         raise ConfigError("sgemv: A must not be empty")
 
 
+INLINE_LAUNCHER = """
+LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
+  const int M = int(args->t[0].size[0]), K = int(args->t[0].size[1]);
+  const int rows_per_block = {block} / 16;
+  {kernel}<<<ceil_div(M, rows_per_block), {block}, 0, stream>>>(lk_ptr<const float>(args->t[0]),
+      lk_ptr<const float>(args->t[1]), lk_ptr<float>(args->t[2]), M, K);
+  return lk_launch_status();
+}}
+"""
+
 OP = Op(
     name="sgemv",
     title="Matrix-vector product (f32)",
@@ -63,6 +73,7 @@ OP = Op(
     test_shapes=[(1, 1), (3, 7), (5, 1023), (33, 4097), (9, 132), (17, 4)],
     vector_stores=False,  # one float of y per row
     validate=_validate,
+    inline_launcher=INLINE_LAUNCHER,
     notes="Memory-bound: compare GB/s with the copy peak. k128 runs its float4 path only when K % 4 == 0 and "
           "A, x are 16-byte aligned (offset views run k32: path 'fallback'). k16 suits K <= 16.",
 )
