@@ -5,9 +5,11 @@ from .errors import CompileError, ConfigError, LabkitError, NoGPUError  # noqa: 
 from .registry import get_op, ops as catalog  # noqa: E402,F401  (labkit.ops is the package of op modules)
 
 
-def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), out=None, progress=True, offset=0, **rule):
+def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), out=None, progress=True, offset=0,
+          kernel_time=False, **rule):
     """Check and time `variants` of `op` over `shapes`; returns a DataFrame (and writes `out`,
-    .csv/.json/.jsonl, if given). `rule` overrides the StopRule (e.g. budget_s=0.5)."""
+    .csv/.json/.jsonl, if given). `rule` overrides the StopRule (e.g. budget_s=0.5); `kernel_time`
+    also records CUPTI kernel durations (kernel_us), the number Nsight Systems reports."""
     from .ranges import nvtx_range
     from .records import ResultLog, save
     from .runner import Runner, expand
@@ -15,7 +17,7 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), out=None,
     from .sweeps import run_configs
 
     o = get_op(op)
-    runner = Runner(StopRule(**rule), ResultLog())
+    runner = Runner(StopRule(**rule), ResultLog(), kernel_time=kernel_time)
     configs = expand(o, variants, dtype, shapes, (modes,) if isinstance(modes, str) else tuple(modes))
     with nvtx_range(f"bench {o.name}"), nvtx_range(o.name):
         run_configs(runner, o, configs, o.name, offset=offset, progress=progress)

@@ -85,6 +85,8 @@ def _common(p, modes=True):
                        help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of sampling per configuration (default 1)")
     p.add_argument("--noise", type=float, default=0.005, help="stop when relative noise is below this (0.005)")
+    p.add_argument("--kernel-time", action="store_true",
+                   help="also record each config's kernel duration from CUPTI (torch.profiler), as Nsight reports it")
     p.add_argument("--csv", help="also write the rows as CSV")
     p.add_argument("--json", help="also write the rows as JSON")
 
@@ -122,7 +124,7 @@ def cmd_bench(a):
     from .device import require_gpu
 
     require_gpu()
-    runner = Runner(_rule(a), ResultLog())
+    runner = Runner(_rule(a), ResultLog(), kernel_time=a.kernel_time)
     with nvtx_range(f"bench {op.name}"), nvtx_range(op.name):
         run_configs(runner, op, configs, op.name, offset=a.offset)
     rows = runner.log.rows
@@ -157,7 +159,7 @@ def cmd_sweep(a):
 
     require_gpu()
     out = a.out or default_out(sweep.name)
-    runner = Runner(_rule(a), ResultLog(out))
+    runner = Runner(_rule(a), ResultLog(out), kernel_time=a.kernel_time)
     run_sweep(sweep, runner)
     rows = runner.log.rows
     print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))

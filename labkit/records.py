@@ -9,7 +9,7 @@ from pathlib import Path
 
 KEY = ("op", "variant", "dtype", "shape", "mode")
 COLUMNS = ["op", "variant", "dtype", "shape", "mode", "status", "time_us", "q1_us", "q3_us", "min_us", "max_us",
-           "samples", "noise", "stop_reason", "method", "batch", "bytes", "gbps", "pct_peak", "peak_gbps",
+           "kernel_us", "samples", "noise", "stop_reason", "method", "batch", "bytes", "gbps", "pct_peak", "peak_gbps",
            "torch_us", "vs_torch", "tflops", "max_abs_err", "path", "error", "sm_clock_mhz", "throttled",
            "offset", "gpu", "driver", "cuda", "torch", "labkit", "commit", "date"]
 

@@ -92,13 +92,15 @@ class Runner:
     """Runs configurations and keeps what a session needs between them: the torch baseline time of
     each (op, dtype, shape, mode), the copy peak, a result log."""
 
-    def __init__(self, rule: StopRule | None = None, log=None, seed: int = 0, peak: bool = True):
+    def __init__(self, rule: StopRule | None = None, log=None, seed: int = 0, peak: bool = True,
+                 kernel_time: bool = False):
         from .records import ResultLog
 
         self.rule = rule or StopRule()
         self.log = log if log is not None else ResultLog()
         self.seed = itertools.count(seed)
         self.peak = peak
+        self.kernel_time = kernel_time  # also record CUPTI kernel durations (kernel_us), as Nsight does
         self._torch_us: dict = {}
 
     def peak_gbps(self):
@@ -211,6 +213,11 @@ class Runner:
                "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
         if op.flops:
             out["tflops"] = op.flops(shape, v.dtype) / t / 1e12
+        if self.kernel_time:
+            from .timing import kernel_time
+
+            k = kernel_time(go, mode)
+            out["kernel_us"] = k * 1e6 if k else None
         return out
 
 
