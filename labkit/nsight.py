@@ -159,9 +159,10 @@ def bench_argv(op: str, variants=None, shapes=None, modes=("cold",), dtype=None,
     return argv
 
 
-def sweep_argv(name: str, records: str | Path, budget: float | None = 0.2, python: str | None = None) -> list[str]:
+def sweep_argv(name: str, records: str | Path, budget: float | None = 0.2, python: str | None = None,
+               kernel_time: bool = False) -> list[str]:
     argv = [python or sys.executable, "-m", "labkit.cli", "sweep", name, "-o", str(records)]
-    return argv + (["--budget", f"{budget:g}"] if budget is not None else [])
+    return argv + (["--budget", f"{budget:g}"] if budget is not None else []) + (["--kernel-time"] if kernel_time else [])
 
 
 def nsys_profile_argv(nsys: str, out: str | Path, app: list) -> list[str]:
@@ -540,6 +541,9 @@ class Profile:
         return folder
 
 
+KERNEL_RECORDS = "labkit-kernel-time.jsonl"
+
+
 def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), dtype=None, sweep: str | None = None,
             out_dir: str | Path | None = None, budget: float | None = 0.2, nsys: str | None = None,
             timeout: float = 600, stats_timeout: float = 300) -> Profile:
@@ -551,12 +555,12 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
         from .sweeps import get_sweep
 
         get_sweep(sweep)
-        child = lambda rec: sweep_argv(sweep, rec, budget)  # noqa: E731
+        child = lambda rec, kt=False: sweep_argv(sweep, rec, budget, kernel_time=kt)  # noqa: E731
     else:
         from .registry import get_op
 
         get_op(op)
-        child = lambda rec: bench_argv(op, variants, shapes, modes, dtype, budget, rec, kernel_time=True)  # noqa: E731
+        child = lambda rec, kt=False: bench_argv(op, variants, shapes, modes, dtype, budget, rec, kernel_time=kt)  # noqa: E731
     try:
         nsys = find_tool("nsys", nsys)
     except ToolMissingError as e:
@@ -585,6 +589,12 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
     if not sqlite.exists():
         raise LabkitError(f"nsys wrote no SQLite export:\n{_tail(s.stdout + s.stderr)}\nThe commands were:\n  "
                           + "\n  ".join(map(shell, cmds)))
+    # CUPTI belongs to nsys during the profiled run, so labkit's own kernel durations (kernel_us, read
+    # through torch.profiler) come from the same configurations run once more without nsys
+    kernels_rec = out / KERNEL_RECORDS
+    kernels_rec.unlink(missing_ok=True)
+    cmds.append(child(kernels_rec, True))
+    run_tool(cmds[-1], timeout, "labkit kernel-time run")
     return load_profile(out, commands=[shell(c) for c in cmds], returncode=r.returncode)
 
 
@@ -597,6 +607,13 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
     folder = Path(folder)
     rec = folder / "labkit.jsonl"
     records = to_frame(load_rows(rec)) if rec.exists() else pd.DataFrame()
+    if (folder / KERNEL_RECORDS).exists() and len(records):  # kernel_us from the run without nsys
+        from .records import KEY
+
+        k = to_frame(load_rows(folder / KERNEL_RECORDS))
+        if "kernel_us" in k:
+            records = records.drop(columns=["kernel_us"], errors="ignore").merge(
+                k[[*KEY, "kernel_us"]].drop_duplicates(list(KEY)), on=list(KEY), how="left")
     ranges_db, launches = read_sqlite(folder / "labkit.sqlite")
     kernels = launch_kernels(launches)
     nvtx_sum = folder / "stats_nvtx_sum.csv"

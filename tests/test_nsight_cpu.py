@@ -422,8 +422,10 @@ def test_profile_end_to_end_with_fake_nsys(tmp_path):
     p = nsight.profile("add", ["f16x8_pack", "f16x8", "torch"], ["4096x4096"], ("cold",), out_dir=tmp_path / "run",
                        nsys=str(nsys))
     assert p.report == tmp_path / "run" / "labkit.nsys-rep" and p.source == "live"
-    assert len(p.commands) == 2 and p.commands[0].startswith(f"{nsys} profile --trace=cuda,nvtx")
+    assert len(p.commands) == 3 and p.commands[0].startswith(f"{nsys} profile --trace=cuda,nvtx")
     assert p.commands[1].endswith(f"-o {tmp_path / 'run' / 'stats'} {tmp_path / 'run' / 'labkit.nsys-rep'}")
+    # labkit's CUPTI kernel durations come from a second run without nsys (here: no GPU, no rows)
+    assert "--kernel-time" not in p.commands[0] and p.commands[2].endswith("labkit-kernel-time.jsonl --kernel-time")
     assert list(p.check["result"]) == ["pass", "MISS", "pass"] and p.meta["gpu"] == "NVIDIA H200"
     assert p.ranges.set_index("range").loc["add f16x8_pack 4096x4096", "instances"] == 2  # from stats_nvtx_sum.csv
     # the summary saved for recorded mode reads back the same

@@ -52,9 +52,11 @@ def test_nsys_ranges_and_kernel_counts(tmp_path):
     c = p.check
     assert len(c) == 4 and c["nsys_us"].notna().all()
     assert (c["scope"].str.startswith("timed ")).all() and c["result"].isin(["pass", "MISS", "—"]).all()
-    # events time the kernel plus a bounded per-launch overhead (measured on an H200: ~2.5 µs cold,
-    # ~1 µs hot); the goal verdicts are reported, not asserted
-    assert ((c["diff_us"] > -0.5) & (c["diff_us"] < 5)).all(), c
+    # labkit's CUPTI kernel durations (a second run without nsys) agree with nsys's; its event times
+    # add a bounded per-launch overhead (H200: ~2.5 µs cold, ~1 µs hot, more under nsys)
+    assert c["labkit_kernel_us"].notna().all(), c
+    assert ((c["labkit_kernel_us"] - c["nsys_us"]).abs() < 0.05 * c["nsys_us"] + 0.5).all(), c
+    assert ((c["labkit_us"] - c["nsys_us"] > -0.5) & (c["labkit_us"] - c["nsys_us"] < 10)).all(), c
     print(c.to_string())
 
 
