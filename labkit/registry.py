@@ -70,7 +70,7 @@ class Op:
     make_inputs: Callable                         # (shape, dtype, gen, offset) -> list[Tensor]
     make_outputs: Callable                        # (inputs, shape, dtype, offset) -> list[Tensor]
     reference: Callable                           # (inputs, shape, dtype) -> list[Tensor] (high precision)
-    torch_impl: Callable                          # (inputs, outputs, shape, dtype) -> None
+    torch_impl: Callable                          # (inputs, outputs, shape, dtype): writes outputs (or, without out=, replaces outputs[k])
     bytes_moved: Callable                         # (shape, dtype) -> int (read + written)
     flops: Callable | None = None                 # (shape, dtype) -> int
     params: Callable = lambda shape, dtype: ((), ())  # -> (ints, floats) passed to the launcher

@@ -66,17 +66,19 @@ def _row_path(k, itemsize):
     if (k * itemsize) % 16:
         return "fallback"
     p = k // (16 // itemsize)
-    for mode, per in (("warp", 32), ("block", 512)):
-        for packs in (1, 2, 4, 8):
-            if p <= per * packs:
-                return f"{mode}{packs}"
+    for packs in (1, 2, 4, 8):
+        if p <= 32 * packs:
+            return f"warp{packs}"
+    for threads, packs in ((256, 4), (512, 8)):
+        if p <= threads * packs:
+            return f"block{packs}"
     return "online"
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
 def test_test_shapes_cover_every_row_path(name):
     op = get_op(name)
-    want = {"fallback", "online"} | {f"{m}{p}" for m in ("warp", "block") for p in (1, 2, 4, 8)}
+    want = {"fallback", "online", "block4", "block8"} | {f"warp{p}" for p in (1, 2, 4, 8)}
     for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
         got = {_row_path(k, itemsize) for _, k in op.test_shapes}
         assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"

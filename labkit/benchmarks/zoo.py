@@ -20,7 +20,12 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--ops", nargs="*")
     ap.add_argument("--budget", type=float, default=0.5)
+    ap.add_argument("--summary", help="no GPU run: the goal table over every memory-bound shape of the "
+                                      "sweep files in this folder (e.g. results/nvidia-h200)")
     a = ap.parse_args(argv)
+    if a.summary:
+        print(goal_table(a.summary))
+        return
     names = a.ops or [n for n in ops() if n not in ("add", "copy", "copy_gs")]
     runner = Runner(StopRule(budget_s=a.budget), ResultLog(a.out))
     lines = [f"{'op':14} {'dtype':5} {'shape':18} {'best':12} {'rate':>12} {'% peak':>7} {'x torch':>8}  goal"]
@@ -45,6 +50,35 @@ def main(argv=None):
     if "sgemm" in names:
         lines.append(_tf32_row(runner))
     print("\n".join(lines))
+
+
+def goal_table(folder) -> str:
+    """Per op and dtype, over every default shape moving >= 256 MiB in the zoo sweep files: the best
+    variant's lowest % of copy peak and highest time ratio to torch, and the shapes that miss."""
+    from pathlib import Path
+
+    from labkit.records import load_rows
+    from labkit.sweeps import SWEEPS
+
+    lines = ["| op | dtype | shapes | best variant(s) | lowest % peak | highest x torch | goal | misses |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for sweep in SWEEPS.values():
+        f = Path(folder) / f"{sweep.name}.jsonl"
+        if sweep.op in ("add", "copy", "copy_gs", "sgemm") or not f.exists():
+            continue
+        rows = [r for r in load_rows(f) if r["status"] == "ok" and r["bytes"] >= 256 << 20]
+        for dtype in dict.fromkeys(r["dtype"] for r in rows):
+            best = {}
+            for r in rows:
+                if r["dtype"] == dtype and r["variant"] != "torch" and (
+                        r["shape"] not in best or r["time_us"] < best[r["shape"]]["time_us"]):
+                    best[r["shape"]] = r
+            miss = [f"{s} ({r['pct_peak']:.0f} %, {r['vs_torch']:.2f}x)" for s, r in best.items()
+                    if r["pct_peak"] < MEMORY_GOAL_PCT or r["vs_torch"] > 1.0]
+            lines.append(f"| {sweep.op} | {dtype} | {len(best)} | {', '.join(sorted({r['variant'] for r in best.values()}))} | "
+                         f"{min(r['pct_peak'] for r in best.values()):.1f} | {max(r['vs_torch'] for r in best.values()):.2f} | "
+                         f"{'met' if not miss else 'MISSED'} | {'; '.join(miss)} |")
+    return "\n".join(lines)
 
 
 def _tf32_row(runner) -> str:
