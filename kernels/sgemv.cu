@@ -4,9 +4,11 @@
 //   k32   LANES=32 VEC=1  one warp per row, one float per lane per step
 //   k128  LANES=32 VEC=4  one warp per row, one float4 (128-bit) per lane per step
 //   k16   LANES=16 VEC=1  two rows per warp (half-warp per row), for small K
+//   k16x4 LANES=4  VEC=4  beyond the seed: eight rows per warp, 4 lanes x float4 per row, so one
+//                         warp load covers 512 contiguous bytes when K = 16 (k16 covers 128)
 // Any M and K (the seed assumed K a multiple of 32 / 128 / exactly 16): lanes stride over the
-// row and the tail is just fewer iterations. k128's float4 path needs K % 4 == 0 and A, x
-// 16-byte aligned (then every row start is aligned); otherwise the k32 kernel runs and the
+// row and the tail is just fewer iterations. The float4 paths (k128, k16x4) need K % 4 == 0 and A, x
+// 16-byte aligned (then every row start is aligned); otherwise the VEC=1 kernel runs and the
 // launcher returns LK_PATH_FALLBACK.
 #include "labkit.cuh"
 
@@ -71,3 +73,4 @@ static int run_sgemv(const lk_args* args, cudaStream_t stream) {
 LK_EXPORT int sgemv_k32(const lk_args* a, cudaStream_t s) { return run_sgemv<32, 1>(a, s); }
 LK_EXPORT int sgemv_k128(const lk_args* a, cudaStream_t s) { return run_sgemv<32, 4>(a, s); }
 LK_EXPORT int sgemv_k16(const lk_args* a, cudaStream_t s) { return run_sgemv<16, 1>(a, s); }
+LK_EXPORT int sgemv_k16x4(const lk_args* a, cudaStream_t s) { return run_sgemv<4, 4>(a, s); }

@@ -14,7 +14,7 @@ from labkit.ops import sgemm as sgemm_mod
 from labkit.registry import get_op
 
 U = 2.0 ** -24
-NAMES = {"sgemv": ["k32", "k128", "k16"], "sgemm": ["tiled32", "tile128x8", "dbuf", "warptile"]}
+NAMES = {"sgemv": ["k32", "k128", "k16", "k16x4"], "sgemm": ["tiled32", "tile128x8", "dbuf", "warptile"]}
 
 
 def _cpu_inputs(name, shape, offset=0, seed=0):

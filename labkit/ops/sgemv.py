@@ -11,6 +11,8 @@ VARIANTS = [
     Variant("k128", "f32", "sgemv_k128", 4, 16, "sgemv_kernel<32, 4>",
             "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)"),
     Variant("k16", "f32", "sgemv_k16", 1, 4, "sgemv_kernel<16, 1>", "two rows per warp (16 lanes each): for small K"),
+    Variant("k16x4", "f32", "sgemv_k16x4", 4, 16, "sgemv_kernel<4, 4>",
+            "eight rows per warp, 4 lanes x float4 per row: 512-byte warp loads at K = 16"),
 ]
 
 # Memory-bound: A is read once, >= 256 MiB so that neither L2 nor launch overhead shows.
