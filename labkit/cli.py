@@ -123,8 +123,9 @@ def cmd_bench(a):
     configs = expand(op, variants, a.dtype, a.shapes, tuple(a.mode))
     from .device import require_gpu
 
+    rule = _rule(a)
     require_gpu()
-    runner = Runner(_rule(a), ResultLog(), kernel_time=a.kernel_time)
+    runner = Runner(rule, ResultLog(), kernel_time=a.kernel_time)
     with nvtx_range(f"bench {op.name}"), nvtx_range(op.name):
         run_configs(runner, op, configs, op.name, offset=a.offset)
     rows = runner.log.rows
@@ -157,9 +158,10 @@ def cmd_sweep(a):
     from .runner import Runner
     from .tables import pivot_table, seed_table
 
+    rule = _rule(a)
     require_gpu()
     out = a.out or default_out(sweep.name)
-    runner = Runner(_rule(a), ResultLog(out), kernel_time=a.kernel_time)
+    runner = Runner(rule, ResultLog(out), kernel_time=a.kernel_time)
     run_sweep(sweep, runner)
     rows = runner.log.rows
     print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))

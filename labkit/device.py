@@ -144,6 +144,5 @@ def copy_peak(remeasure: bool = False) -> dict:
     best = min(t_torch, t_lk)
     result = {"peak_gbps": 2 * n / best / 1e9, "torch_copy_gbps": 2 * n / t_torch / 1e9,
               "labkit_w16_gbps": 2 * n / t_lk / 1e9, "bytes": n, **provenance()}
-    del src, dst
     f.write_text(json.dumps(result, indent=1))
     return result

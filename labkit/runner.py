@@ -126,7 +126,6 @@ class Runner:
 
         from .device import provenance, require_gpu
 
-        require_gpu()
         op = get_op(op) if isinstance(op, str) else op
         v = op.variant(variant, dtype)
         shape = op.parse_shape(shape) if shape is not None else op.default_shapes[0]
@@ -134,6 +133,7 @@ class Runner:
             raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}")
         if offset < 0:
             raise ConfigError("offset (elements into the buffer, for misaligned views) must be >= 0")
+        require_gpu()  # after the arguments: a bad request is named as such on any machine
         shape_s = op.format_shape(shape)
         rec = {"op": op.name, "variant": v.name, "dtype": v.dtype, "shape": shape_s, "mode": mode,
                "offset": offset, "bytes": op.bytes_moved(shape, v.dtype), **provenance()}

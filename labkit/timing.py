@@ -78,9 +78,11 @@ def measure_callable(fn, mode: str = "cold", rule: StopRule = StopRule(), warmup
     and the timed loop sit in NVTX ranges 'warmup' and 'timed <mode>'."""
     import contextlib
 
-    import torch
-
+    from .errors import ConfigError
     from .ranges import nvtx_range
+
+    if mode not in MODES:
+        raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}")
 
     phase = nvtx_range if ranges else (lambda name: contextlib.nullcontext())
     with phase("warmup"):
@@ -106,10 +108,7 @@ def _measure(fn, mode, rule, hot_target_s) -> Measurement:
     import torch
 
     from .device import sm_clock
-    from .errors import ConfigError
 
-    if mode not in MODES:
-        raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}")
     clock0, thr0 = sm_clock()
 
     if mode == "cold":
@@ -169,12 +168,8 @@ def kernel_time(fn, mode: str = "cold", reps: int = 20) -> float | None:
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    pre = None
-    if mode == "cold":
-        buf, sink = _flush_buffer()
-
-        def pre():
-            torch.sum(buf, dim=0, out=sink)
+    buf, sink = _flush_buffer() if mode == "cold" else (None, None)
+    pre = (lambda: torch.sum(buf, dim=0, out=sink)) if mode == "cold" else None
 
     def gpu_events(body):
         try:

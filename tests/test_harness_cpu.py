@@ -235,3 +235,52 @@ def test_build_needs_a_cuda_toolkit(monkeypatch):
     monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: False)
     with pytest.raises(ToolMissingError, match="CPU-only build"):
         _require_toolkit()
+
+
+def test_run_names_bad_arguments_before_the_missing_gpu():
+    from labkit.runner import Runner
+
+    with pytest.raises(ConfigError, match="offset .* must be >= 0"):
+        Runner().run("add", "f32", None, "4x4", offset=-1)
+    with pytest.raises(ConfigError, match="unknown cache mode 'warm'"):
+        Runner().run("add", "f32", None, "4x4", mode="warm")
+    with pytest.raises(ConfigError, match="unknown cache mode 'warm'"):
+        from labkit.timing import measure_callable
+
+        measure_callable(lambda: None, mode="warm")
+
+
+def test_cli_rejects_a_non_positive_budget(capsys):
+    for cmd in (["sweep", "seed000"], ["bench", "add"]):
+        assert cli.main([*cmd, "--budget", "0"]) == 2
+        assert "--budget must be > 0 seconds" in capsys.readouterr().err
+
+
+def test_inline_rejects_bad_launch_shapes_and_ops_without_a_template():
+    src = "__global__ void k(const float* a, const float* b, float* c, int64_t n) {}"
+    with pytest.raises(ConfigError, match="block in \\[1, 1024\\]"):
+        labkit.inline("add", "mine", src, "k", "f32", block=2048)
+    with pytest.raises(ConfigError, match="op 'relu' has no inline launcher template; inline kernels work for"):
+        labkit.inline("relu", "mine", src, "k", "f32")
+
+
+def test_unsupported_dtypes_and_file_types_are_named(tmp_path):
+    from labkit.registry import dtype_name
+
+    with pytest.raises(ConfigError, match="dtype torch.float64 is not supported; labkit dtypes are f32"):
+        dtype_name(torch.float64)
+    with pytest.raises(ValueError, match="choose a .csv, .json or .jsonl file"):
+        save([], tmp_path / "rows.txt")
+    with pytest.raises(ValueError, match="result files are .jsonl, .json or .csv"):
+        load_rows(tmp_path / "rows.txt")
+
+
+def test_binding_builds_against_this_torch_and_rejects_cpu_tensors():
+    # the binding has no CUDA headers, so it also builds against CPU-only torch (as in CI)
+    from labkit.build import load_binding
+
+    load_binding()
+    with pytest.raises(RuntimeError, match="labkit: tensor 0 is on cpu, expected a CUDA tensor"):
+        torch.ops.labkit.launch(1, 0, [torch.ones(3)], [], [])
+    with pytest.raises(RuntimeError, match="null launcher address"):
+        torch.ops.labkit.launch(0, 0, [], [], [])

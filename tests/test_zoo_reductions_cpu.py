@@ -7,7 +7,6 @@ import re
 import pytest
 import torch
 
-from labkit.build import KERNELS_DIR
 from labkit.check import compare, poison
 from labkit.errors import ConfigError
 from labkit.registry import get_op
