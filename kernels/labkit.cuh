@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 #include <float.h>
+#include <type_traits>
 #include "lk_abi.h"
 
 #define LK_EXPORT extern "C" __attribute__((visibility("default")))
@@ -168,6 +169,40 @@ static inline int resident_blocks(int threads) {
   }
   const int k = per_sm[dev] / threads;
   return sms[dev] * (k > 0 ? k : 1);
+}
+
+// How a kernel that holds its row in registers covers a row of P packs of VEC elements. Every
+// thread holds at most LK_ROW_FLOATS values, converted to f32 at load, so a 16-bit row costs the
+// same registers and instructions per element as an f32 one. Measured on an H100 (256 MiB moved,
+// K = 4096..16384): 16 floats per thread kept every row op at the copy kernel's speed; 32 floats
+// left f32 softmax at 66-86 % (85 registers) and f16 rows held as packs and converted in every
+// pass at 68-90 % (H200). A warp per row (8 rows per block, no block barrier) while a warp can
+// hold the row, else a block of <= 1024 threads per row; longer rows get packs = 0 and the
+// caller streams them.
+constexpr int LK_ROW_FLOATS = 16;
+constexpr int LK_ROW_THREADS = 1024;  // most threads of a block-per-row kernel
+constexpr int LK_ROWS_PER_BLOCK = 8;  // warp mode
+struct lk_row_plan {
+  int packs;    // packs per thread (a power of two), 0: row too long to hold
+  bool warp;    // a warp per row
+  int threads;  // block size
+};
+static inline lk_row_plan lk_plan_row(int P, int vec) {
+  const int pmax = LK_ROW_FLOATS / vec;
+  for (int packs = 1; packs <= pmax; packs *= 2)
+    if (P <= LK_WARP * packs) return {packs, true, LK_ROWS_PER_BLOCK * LK_WARP};
+  if (P <= LK_ROW_THREADS * pmax) return {pmax, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
+  return {0, false, 0};
+}
+// Calls f(std::integral_constant<int, packs>) for a plan's packs, instantiating only the pack
+// counts a VEC-wide row can use.
+template <int VEC, typename F>
+static inline void lk_with_packs(int packs, F&& f) {
+  constexpr int PMAX = LK_ROW_FLOATS / VEC;
+  if (packs == 1) f(std::integral_constant<int, 1>{});
+  if constexpr (PMAX >= 2) if (packs == 2) f(std::integral_constant<int, 2>{});
+  if constexpr (PMAX >= 4) if (packs == 4) f(std::integral_constant<int, 4>{});
+  if constexpr (PMAX >= 8) if (packs == 8) f(std::integral_constant<int, 8>{});
 }
 
 // Sum or max over a warp (WARP_ROW) or over the block, for any blockDim.

@@ -5,19 +5,19 @@
 //   f32 / f16       norm_rows_stream<RMS, T, 1>: block per row, a statistics pass (layer_norm:
 //                   shifted sums around the row's first element, so no cancellation) then a
 //                   normalize pass that re-reads the row, mostly from cache
-//   f32x4 / f16x8   norm_rows_reg: the row held in registers, one read + one write; a warp per
-//                   row (8 rows per block) for K <= 32 packs x 8, else a block per row (<= 256 x 4 or <= 512
-//                   threads, <= 8 packs each); layer_norm's variance from the centred values.
-//                   Longer rows (f32 K > 16384, f16 K > 32768): norm_rows_stream with 16-byte
+//   f32x4 / f16x8   norm_rows_reg: the row held in registers as f32 (lk_plan_row: a warp per row
+//                   while it holds <= 16 floats per lane, else a block of <= 1024 threads per
+//                   row), one read + one write; layer_norm's variance from the centred values.
+//                   Longer rows (K > 16384): norm_rows_stream with 16-byte
 //                   packs. Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset view)
 //                   run the scalar kernel and report LK_PATH_FALLBACK.
 // Helpers of this file: row_reduce (warp or block sum/max for a runtime block size),
 // to_floats / from_floats (pack <-> f32 in 32-bit pairs; the same helpers as softmax.cu).
 #include "labkit.cuh"
 
-// ---- row in registers ---------------------------------------------------------------------
+// ---- row in registers, as f32 ----------------------------------------------------------------
 template <bool RMS, typename T, int VEC, int PACKS, bool WARP_ROW>
-__global__ void __launch_bounds__(512) norm_rows_reg(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+__global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
                                                      int K, float eps, float g, float b) {
   __shared__ float scratch[LK_WARP];
   const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
@@ -28,18 +28,18 @@ __global__ void __launch_bounds__(512) norm_rows_reg(const T* __restrict__ x, T*
   T* yr = y + row * K;
 
   Pack<T, VEC> r[PACKS];
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)  // every load issued before any math: PACKS x 16 B in flight
+    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);  // K % VEC == 0
+  float v[PACKS][VEC];
   float sum = 0.f;
 #pragma unroll
-  for (int p = 0; p < PACKS; ++p) {
-    const int c = (p * nthr + tid) * VEC;  // K % VEC == 0 here: a pack is all in or all out
-    if (c < K) {
-      lk_load<16>(r[p], xr + c);
-      float f[VEC];
-      to_floats(f, r[p]);
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) {
+      to_floats(v[p], r[p]);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) sum += RMS ? f[k] * f[k] : f[k];
+      for (int k = 0; k < VEC; ++k) sum += RMS ? v[p][k] * v[p][k] : v[p][k];
     }
-  }
   sum = row_reduce<WARP_ROW, false>(sum, scratch);
   float mean = 0.f, var = sum / K;
   if constexpr (!RMS) {  // second reduction over the centred values held in registers
@@ -47,12 +47,9 @@ __global__ void __launch_bounds__(512) norm_rows_reg(const T* __restrict__ x, T*
     float sq = 0.f;
 #pragma unroll
     for (int p = 0; p < PACKS; ++p)
-      if ((p * nthr + tid) * VEC < K) {
-        float f[VEC];
-        to_floats(f, r[p]);
+      if ((p * nthr + tid) * VEC < K)
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) sq += (f[k] - mean) * (f[k] - mean);
-      }
+        for (int k = 0; k < VEC; ++k) sq += (v[p][k] - mean) * (v[p][k] - mean);
     var = row_reduce<WARP_ROW, false>(sq, scratch) / K;
   }
   const float a = rsqrtf(var + eps) * g;
@@ -60,12 +57,10 @@ __global__ void __launch_bounds__(512) norm_rows_reg(const T* __restrict__ x, T*
   for (int p = 0; p < PACKS; ++p) {
     const int c = (p * nthr + tid) * VEC;
     if (c < K) {
-      float f[VEC];
-      to_floats(f, r[p]);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) f[k] = RMS ? f[k] * a : (f[k] - mean) * a + b;
+      for (int k = 0; k < VEC; ++k) v[p][k] = RMS ? v[p][k] * a : (v[p][k] - mean) * a + b;
       Pack<T, VEC> o;
-      from_floats(o, f);
+      from_floats(o, v[p]);
       lk_store<16>(yr + c, o);
     }
   }
@@ -130,30 +125,19 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
   norm_rows_stream<RMS, T, VEC><<<n.rows, threads, 0, stream>>>(x, y, n.K, n.eps, n.g, n.b);
 }
 
-template <bool RMS, typename T, int VEC, int PACKS>
-static void launch_reg(const T* x, T* y, const NormArgs& n, bool warp_row, cudaStream_t stream) {
-  if (warp_row) {
-    constexpr int RPB = 8;  // rows (warps) per block
-    norm_rows_reg<RMS, T, VEC, PACKS, true><<<ceil_div<int64_t>(n.rows, RPB), RPB * LK_WARP, 0, stream>>>(
-        x, y, n.rows, n.K, n.eps, n.g, n.b);
-  } else {
-    const int threads = ceil_div(ceil_div(n.K / VEC, PACKS), LK_WARP) * LK_WARP;
-    norm_rows_reg<RMS, T, VEC, PACKS, false><<<n.rows, threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
-  }
-}
-
+// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
 template <bool RMS, typename T, int VEC>
 static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
-  const int P = n.K / VEC;  // packs per row
-  if (P <= LK_WARP * 1) launch_reg<RMS, T, VEC, 1>(x, y, n, true, stream);
-  else if (P <= LK_WARP * 2) launch_reg<RMS, T, VEC, 2>(x, y, n, true, stream);
-  else if (P <= LK_WARP * 4) launch_reg<RMS, T, VEC, 4>(x, y, n, true, stream);
-  else if (P <= LK_WARP * 8) launch_reg<RMS, T, VEC, 8>(x, y, n, true, stream);
-  // a block per row: 4 or 8 packs per thread (several 16-byte loads in flight per thread; one
-  // pack per thread at 512 threads reached only 70-82 % of the copy peak on an H200)
-  else if (P <= 256 * 4) launch_reg<RMS, T, VEC, 4>(x, y, n, false, stream);
-  else if (P <= 512 * 8) launch_reg<RMS, T, VEC, 8>(x, y, n, false, stream);
-  else launch_stream<RMS, T, VEC>(x, y, n, stream);
+  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC);
+  if (plan.packs == 0) return launch_stream<RMS, T, VEC>(x, y, n, stream);
+  const int64_t blocks = plan.warp ? ceil_div<int64_t>(n.rows, LK_ROWS_PER_BLOCK) : n.rows;
+  lk_with_packs<VEC>(plan.packs, [&](auto packs) {
+    constexpr int PACKS = decltype(packs)::value;
+    if (plan.warp)
+      norm_rows_reg<RMS, T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+    else
+      norm_rows_reg<RMS, T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+  });
 }
 
 // t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.

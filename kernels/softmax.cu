@@ -12,10 +12,11 @@
 // Row-wise softmax over N x K, softmax along K (op "softmax_rows", as models use it):
 //   f32 / f16 / bf16         softmax_rows_online<T, 1>: block per row, online (max, sum) pass,
 //                            then a normalize pass (re-reads the row, mostly from cache)
-//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers, one read + one write:
-//                            a warp per row (8 rows per block) for K <= 32 packs x 8, else a
-//                            block per row (<= 256 threads x 4 packs, or <= 512 x 8); beyond that
-//                            (f32 K > 16384, f16 K > 32768) softmax_rows_online with 16-byte packs.
+//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers as f32 (lk_plan_row: a
+//                            warp per row while it holds <= 16 floats per lane, else a block of
+//                            <= 1024 threads per row), one read + one write, one exp per element;
+//                            longer rows (f32 K > 16384, 16-bit K > 16384) run softmax_rows_online
+//                            with 16-byte packs.
 //                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
 //                            view) run the scalar kernel and report LK_PATH_FALLBACK.
 // Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
@@ -171,9 +172,10 @@ LK_EXPORT int softmax_f32(const lk_args* a, cudaStream_t s) { return launch_soft
 LK_EXPORT int softmax_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 4, 16>(a, s); }
 
 // ================================== row-wise softmax ==========================================
-// Row in registers: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block per row.
+// Row in registers as f32: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block
+// per row. One exp per element: e^(x - max) replaces x in place.
 template <typename T, int VEC, int PACKS, bool WARP_ROW>
-__global__ void __launch_bounds__(512) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
+__global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
                                                         int64_t rows, int K) {
   __shared__ float scratch[LK_WARP];
   const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
@@ -182,46 +184,39 @@ __global__ void __launch_bounds__(512) softmax_rows_reg(const T* __restrict__ x,
   if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
   const T* xr = x + row * K;
   T* yr = y + row * K;
-  constexpr bool KEEP = std::is_same_v<T, float>;  // f32: keep e^x in place; f16: recompute it
 
   Pack<T, VEC> r[PACKS];
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)  // every load issued before any math: PACKS x 16 B in flight
+    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);  // K % VEC == 0
+  float v[PACKS][VEC];
   float mx = -INFINITY;
 #pragma unroll
-  for (int p = 0; p < PACKS; ++p) {
-    const int c = (p * nthr + tid) * VEC;  // K % VEC == 0 here: a pack is all in or all out
-    if (c < K) {
-      lk_load<16>(r[p], xr + c);
-      float f[VEC];
-      to_floats(f, r[p]);
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) {
+      to_floats(v[p], r[p]);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, f[k]);
+      for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[p][k]);
     }
-  }
   mx = row_reduce<WARP_ROW, true>(mx, scratch);
   float sum = 0.f;
 #pragma unroll
   for (int p = 0; p < PACKS; ++p)
-    if ((p * nthr + tid) * VEC < K) {
-      float f[VEC];
-      to_floats(f, r[p]);
+    if ((p * nthr + tid) * VEC < K)
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
-        const float e = __expf(f[k] - mx);
-        sum += e;
-        if constexpr (KEEP) r[p].elem[k] = e;
+        v[p][k] = __expf(v[p][k] - mx);
+        sum += v[p][k];
       }
-    }
   const float inv = 1.f / row_reduce<WARP_ROW, false>(sum, scratch);
 #pragma unroll
   for (int p = 0; p < PACKS; ++p) {
     const int c = (p * nthr + tid) * VEC;
     if (c < K) {
-      Pack<T, VEC> o;
-      float f[VEC];
-      to_floats(f, r[p]);
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) f[k] = (KEEP ? f[k] : __expf(f[k] - mx)) * inv;
-      from_floats(o, f);
+      for (int k = 0; k < VEC; ++k) v[p][k] *= inv;
+      Pack<T, VEC> o;
+      from_floats(o, v[p]);
       lk_store<16>(yr + c, o);
     }
   }
@@ -265,19 +260,18 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
   softmax_rows_online<T, VEC><<<rows, threads, 0, stream>>>(x, y, K);
 }
 
-template <typename T, int VEC, int PACKS>
-static void launch_reg(const T* x, T* y, int64_t rows, int K, bool warp_row, cudaStream_t stream) {
-  if (warp_row) {
-    constexpr int RPB = 8;  // rows (warps) per block
-    softmax_rows_reg<T, VEC, PACKS, true><<<ceil_div<int64_t>(rows, RPB), RPB * LK_WARP, 0, stream>>>(x, y, rows, K);
-  } else {
-    const int threads = ceil_div(ceil_div(K / VEC, PACKS), LK_WARP) * LK_WARP;
-    softmax_rows_reg<T, VEC, PACKS, false><<<rows, threads, 0, stream>>>(x, y, rows, K);
-  }
-}
-
+// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
 template <typename T, int VEC>
-static int launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream);
+static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC);
+  if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
+  const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
+  lk_with_packs<VEC>(plan.packs, [&](auto packs) {
+    constexpr int PACKS = decltype(packs)::value;
+    if (plan.warp) softmax_rows_reg<T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
+    else softmax_rows_reg<T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
+  });
+}
 
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
 template <typename T, int VEC>
@@ -298,23 +292,9 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    return launch_rows_vec<T, VEC>(x, y, rows, K, stream);
+    launch_rows_vec<T, VEC>(x, y, rows, K, stream);
+    return lk_launch_status();
   }
-}
-
-template <typename T, int VEC>
-static int launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
-  const int P = K / VEC;  // packs per row
-  if (P <= LK_WARP * 1) launch_reg<T, VEC, 1>(x, y, rows, K, true, stream);
-  else if (P <= LK_WARP * 2) launch_reg<T, VEC, 2>(x, y, rows, K, true, stream);
-  else if (P <= LK_WARP * 4) launch_reg<T, VEC, 4>(x, y, rows, K, true, stream);
-  else if (P <= LK_WARP * 8) launch_reg<T, VEC, 8>(x, y, rows, K, true, stream);
-  // a block per row: 4 or 8 packs per thread (several 16-byte loads in flight per thread; one
-  // pack per thread at 512 threads reached only 70-82 % of the copy peak on an H200)
-  else if (P <= 256 * 4) launch_reg<T, VEC, 4>(x, y, rows, K, false, stream);
-  else if (P <= 512 * 8) launch_reg<T, VEC, 8>(x, y, rows, K, false, stream);
-  else launch_online<T, VEC>(x, y, rows, K, stream);
-  return lk_launch_status();
 }
 
 LK_EXPORT int softmax_rows_f32(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<float, 1>(a, s); }

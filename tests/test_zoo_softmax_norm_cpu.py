@@ -62,26 +62,30 @@ def test_softmax_scratch_is_an_extra_output():
 
 # ---- the test shapes reach every code path of the vector row kernels ----------------------------
 def _row_path(k, itemsize):
-    """Mirror of launch_rows_vec / launch_softmax_rows in the .cu files."""
+    """Mirror of lk_plan_row (labkit.cuh) and the launchers in softmax.cu / norm.cu."""
     if (k * itemsize) % 16:
         return "fallback"
-    p = k // (16 // itemsize)
-    for packs in (1, 2, 4, 8):
+    vec = 16 // itemsize
+    p, pmax = k // vec, 16 // vec  # packs per row; packs per thread for 16 floats
+    packs = 1
+    while packs <= pmax:
         if p <= 32 * packs:
             return f"warp{packs}"
-    for threads, packs in ((256, 4), (512, 8)):
-        if p <= threads * packs:
-            return f"block{packs}"
-    return "online"
+        packs *= 2
+    return f"block{pmax}" if p <= 1024 * pmax else "online"
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
 def test_test_shapes_cover_every_row_path(name):
     op = get_op(name)
-    want = {"fallback", "online", "block4", "block8"} | {f"warp{p}" for p in (1, 2, 4, 8)}
     for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
+        pmax = 16 // (16 // itemsize)  # LK_ROW_FLOATS / VEC
+        want = {"fallback", "online", f"block{pmax}"} | {f"warp{p}" for p in (1, 2, 4, 8) if p <= pmax}
         got = {_row_path(k, itemsize) for _, k in op.test_shapes}
         assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"
+        # a block row that its threads x packs do not cover exactly (the c < K guards)
+        assert any(_row_path(k, itemsize).startswith("block") and (k // (16 // itemsize)) % (32 * pmax)
+                   for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial block row"
 
 
 # ---- torch baselines agree with the float64 references -------------------------------------------

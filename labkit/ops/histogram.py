@@ -8,7 +8,7 @@ VARIANTS = [
             "seed: one element per thread, one global atomicAdd each"),
     Variant("i32x4", "i32", "histogram_i32x4", 4, 16, "histogram_kernel<4, 16>",
             "seed vec4: one int4 (128-bit) load per thread, four global atomics"),
-    Variant("i32x4_smem", "i32", "histogram_i32x4_smem", 4, 16, "histogram_smem_kernel<4, 16>",
+    Variant("i32x4_smem", "i32", "histogram_i32x4_smem", 4, 16, "histogram_smem_kernel<4, 16, 1024>",
             "privatized: grid-stride int4 loads into shared per-warp copies, one global atomic per bin per block"),
 ]
 
@@ -68,8 +68,8 @@ OP = Op(
     shape_presets={"large": [s for s in SHAPES if s[0] >= 1 << 26]},
     test_shapes=[(1, 1), (7, 3), (1023, 256), ((1 << 20) + 3, 1000), ((1 << 20) + 3, 20000), (5, 12288)],
     vector_stores=False,
-    notes="Counts of x (int32 in [0, bins)) compared exactly with torch.bincount. i32x4_smem keeps up to 8 "
-          "shared copies of the histogram per block (one per warp group) and runs i32x4 instead when bins "
-          "> 12288 (path 'fallback'). The torch row is index_add_ of ones (graph-capturable); "
+    notes="Counts of x (int32 in [0, bins)) compared exactly with torch.bincount. i32x4_smem (1024 threads, "
+          "two blocks per SM) keeps as many shared copies of the histogram per block as fit in 32 KiB, up to "
+          "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'). The torch row is index_add_ of ones (graph-capturable); "
           "torch.bincount syncs the host.",
 )

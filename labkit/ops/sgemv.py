@@ -7,12 +7,13 @@ from ..tensors import alloc, randn
 from .sgemm import accumulation_tolerance
 
 VARIANTS = [
-    Variant("k32", "f32", "sgemv_k32", 1, 4, "sgemv_kernel<32, 1>", "one warp per row, one float per lane per step"),
-    Variant("k128", "f32", "sgemv_k128", 4, 16, "sgemv_kernel<32, 4>",
+    Variant("k32", "f32", "sgemv_k32", 1, 4, "sgemv_kernel<32, 1, 1>", "one warp per row, one float per lane per step"),
+    Variant("k128", "f32", "sgemv_k128", 4, 16, "sgemv_kernel<32, 4, 1>",
             "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)"),
-    Variant("k16", "f32", "sgemv_k16", 1, 4, "sgemv_kernel<16, 1>", "two rows per warp (16 lanes each): for small K"),
-    Variant("k16x4", "f32", "sgemv_k16x4", 4, 16, "sgemv_kernel<4, 4>",
-            "eight rows per warp, 4 lanes x float4 per row: 512-byte warp loads at K = 16"),
+    Variant("k16", "f32", "sgemv_k16", 1, 4, "sgemv_kernel<16, 1, 1>", "two rows per warp (16 lanes each): for small K"),
+    Variant("k16x4", "f32", "sgemv_k16x4", 4, 16, "sgemv_kernel<4, 4, 4>",
+            "eight rows per warp, 4 lanes x float4 per row (512-byte warp loads at K = 16), 4 rows per lane "
+            "group: 4 loads in flight per lane"),
 ]
 
 # Memory-bound: A is read once, >= 256 MiB so that neither L2 nor launch overhead shows.
