@@ -20,7 +20,6 @@ from .errors import CompileError, ConfigError, ToolMissingError
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 BINDING_SRC = Path(__file__).resolve().parent / "csrc" / "binding.cpp"
-HEADERS = ("labkit.cuh", "lk_abi.h")
 NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr")
 
 _lock = threading.RLock()
@@ -71,7 +70,8 @@ def _nvcc_path() -> str:
 
 def build_key(sources: list[Path], flags: list[str]) -> str:
     h = hashlib.sha256()
-    for p in [*sources, *(KERNELS_DIR / n for n in HEADERS)]:
+    # every shared header of kernels/ (labkit.cuh, rows.cuh, lk_abi.h): an edit to one rebuilds all
+    for p in [*sources, *sorted(KERNELS_DIR.glob("*.cuh")), *sorted(KERNELS_DIR.glob("*.h"))]:
         h.update(p.name.encode())
         h.update(p.read_bytes())
     h.update(repr(flags).encode())
