@@ -157,35 +157,29 @@ template <> __device__ __forceinline__ __nv_bfloat16 lk_from_float<__nv_bfloat16
 }
 
 // ---- Launch sizing and row helpers shared by the reduction / row-wise kernels -------------
-// SMs of the current device. Cached per device; no stream work, so it is safe during graph capture.
-static inline int lk_sm_count() {
-  static int sms[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 132;
-  if (!sms[dev]) cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
-  return sms[dev];
-}
-
 // Blocks resident at once for `threads`-thread blocks (SMs x blocks per SM): the grid of a
-// grid-stride kernel.
+// grid-stride kernel. Cached per device; no stream work, so it is safe during graph capture.
 static inline int resident_blocks(int threads) {
-  static int per_sm[64];
+  static int sms[64], per_sm[64];
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 1024;
-  if (!per_sm[dev]) cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
+  if (!sms[dev]) {
+    cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
+    cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
+  }
   const int k = per_sm[dev] / threads;
-  return lk_sm_count() * (k > 0 ? k : 1);
+  return sms[dev] * (k > 0 ? k : 1);
 }
 
-// How a kernel that holds its row in registers covers a row of P packs of VEC elements. Every
-// thread holds at most LK_ROW_FLOATS values, converted to f32 at load, so a 16-bit row costs the
-// same registers and instructions per element as an f32 one. Measured on an H100 (256 MiB moved,
-// K = 4096..16384): 16 floats per thread kept every row op at the copy kernel's speed; 32 floats
-// left f32 softmax at 66-86 % (85 registers) and f16 rows held as packs and converted in every
-// pass at 68-90 % (H200). A warp per row (8 rows per block, no block barrier) while a warp can
-// hold the row, else a block of <= 1024 threads per row; longer rows get packs = 0 and the
-// caller streams them.
-constexpr int LK_ROW_FLOATS = 16;
+// How a kernel that holds its row in registers covers a row of P packs of VEC elements: each
+// thread holds at most `floats` values, converted to f32 at load (a 16-bit row costs the same
+// registers and instructions per element as an f32 one); a warp per row (8 rows per block, no
+// block barrier) while a warp can hold the row, else a block of <= max_threads threads per row;
+// longer rows get packs = 0 and the caller streams them. floats and max_threads are per op and
+// dtype, measured on an H200 at 256 MiB moved (softmax.cu, norm.cu): the same row shape ran one
+// op at the copy peak and another at 65-80 % (compiled schedules differ), while a block-per-row
+// copy (load, barrier, store) reached the peak at every shape.
+constexpr int LK_ROW_FLOATS_MAX = 32;
 constexpr int LK_ROW_THREADS = 1024;  // most threads of a block-per-row kernel
 constexpr int LK_ROWS_PER_BLOCK = 8;  // warp mode
 struct lk_row_plan {
@@ -193,18 +187,18 @@ struct lk_row_plan {
   bool warp;    // a warp per row
   int threads;  // block size
 };
-static inline lk_row_plan lk_plan_row(int P, int vec) {
-  const int pmax = LK_ROW_FLOATS / vec;
+static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads) {
+  const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
     if (P <= LK_WARP * packs) return {packs, true, LK_ROWS_PER_BLOCK * LK_WARP};
-  if (P <= LK_ROW_THREADS * pmax) return {pmax, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
+  if (P <= max_threads * pmax) return {pmax, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
   return {0, false, 0};
 }
 // Calls f(std::integral_constant<int, packs>) for a plan's packs, instantiating only the pack
 // counts a VEC-wide row can use.
 template <int VEC, typename F>
 static inline void lk_with_packs(int packs, F&& f) {
-  constexpr int PMAX = LK_ROW_FLOATS / VEC;
+  constexpr int PMAX = LK_ROW_FLOATS_MAX / VEC;
   if (packs == 1) f(std::integral_constant<int, 1>{});
   if constexpr (PMAX >= 2) if (packs == 2) f(std::integral_constant<int, 2>{});
   if constexpr (PMAX >= 4) if (packs == 4) f(std::integral_constant<int, 4>{});

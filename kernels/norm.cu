@@ -5,33 +5,67 @@
 //   f32 / f16       norm_rows_stream<RMS, T, 1>: block per row, a statistics pass (layer_norm:
 //                   shifted sums around the row's first element, so no cancellation) then a
 //                   normalize pass that re-reads the row, mostly from cache
-//   f32x4 / f16x8   rows_reg_kernel<NormRow> (rows.cuh): the row held in registers as f32, a warp
-//                   or a block per row (lk_plan_row), persistent and double-buffered; one read +
-//                   one write; layer_norm's variance from the centred values. Longer rows
-//                   (K > 16384): norm_rows_stream with 16-byte packs. Rows not 16-byte aligned
-//                   (K * itemsize % 16 != 0, or an offset view) run the scalar kernel and report
-//                   LK_PATH_FALLBACK.
-#include "rows.cuh"
+//   f32x4 / f16x8   norm_rows_reg: the row held in registers as f32 (lk_plan_row: a warp per row
+//                   while it holds <= 32 floats per lane (layer_norm f16: 16), else a block of
+//                   <= 512 threads (layer_norm f16: 1024) per row), one read + one write;
+//                   layer_norm's variance from the centred values.
+//                   Longer rows (K > 16384): norm_rows_stream with 16-byte
+//                   packs. Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset view)
+//                   run the scalar kernel and report LK_PATH_FALLBACK.
+// Helpers of this file: row_reduce (warp or block sum/max for a runtime block size),
+// to_floats / from_floats (pack <-> f32 in 32-bit pairs; the same helpers as softmax.cu).
+#include "labkit.cuh"
 
-// ---- the row op of rows_reg_kernel (rows.cuh): statistics, then y in place ------------------
-template <bool RMS>
-struct NormRow {
-  float eps, g, b;
-  template <bool WARP_ROW, int PACKS, int VEC>
-  __device__ __forceinline__ void apply(float (&v)[PACKS][VEC], const RowView& rv, float* scratch) const {
-    const float s = row_fold<WARP_ROW, false>(v, rv, scratch, [](float e) { return RMS ? e * e : e; }) / rv.K;
-    float mean = 0.f, var = s;
-    if constexpr (!RMS) {  // variance from the centred values held in registers: no cancellation
-      mean = s;
-      var = row_fold<WARP_ROW, false>(v, rv, scratch, [mean](float e) { return (e - mean) * (e - mean); }) / rv.K;
+// ---- row in registers, as f32 ----------------------------------------------------------------
+template <bool RMS, typename T, int VEC, int PACKS, bool WARP_ROW>
+__global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
+                                                     int K, float eps, float g, float b) {
+  __shared__ float scratch[LK_WARP];
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
+  const int tid = WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x;
+  const int nthr = WARP_ROW ? LK_WARP : blockDim.x;
+  if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
+  const T* xr = x + row * K;
+  T* yr = y + row * K;
+
+  Pack<T, VEC> r[PACKS];
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)  // every load issued before any math: PACKS x 16 B in flight
+    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);  // K % VEC == 0
+  float v[PACKS][VEC];
+  float sum = 0.f;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) {
+      to_floats(v[p], r[p]);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) sum += RMS ? v[p][k] * v[p][k] : v[p][k];
     }
-    const float a = rsqrtf(var + eps) * g;
+  sum = row_reduce<WARP_ROW, false>(sum, scratch);
+  float mean = 0.f, var = sum / K;
+  if constexpr (!RMS) {  // second reduction over the centred values held in registers
+    mean = sum / K;
+    float sq = 0.f;
 #pragma unroll
     for (int p = 0; p < PACKS; ++p)
+      if ((p * nthr + tid) * VEC < K)
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sq += (v[p][k] - mean) * (v[p][k] - mean);
+    var = row_reduce<WARP_ROW, false>(sq, scratch) / K;
+  }
+  const float a = rsqrtf(var + eps) * g;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;
+    if (c < K) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) v[p][k] = RMS ? v[p][k] * a : (v[p][k] - mean) * a + b;
+      Pack<T, VEC> o;
+      from_floats(o, v[p]);
+      lk_store<16>(yr + c, o);
+    }
   }
-};
+}
 
 // ---- any K: statistics pass, then normalize pass (block per row) --------------------------
 // VEC = 1 is the scalar kernel (any alignment); VEC > 1 needs 16-byte aligned rows.
@@ -92,6 +126,24 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
   norm_rows_stream<RMS, T, VEC><<<n.rows, threads, 0, stream>>>(x, y, n.K, n.eps, n.g, n.b);
 }
 
+// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
+template <bool RMS, typename T, int VEC>
+static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
+  // layer_norm f16: 16 floats per thread, <= 1024 threads; the others: 32 floats, <= 512 threads
+  // (layer_norm f32 at K = 16384 took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
+  constexpr bool WIDE = RMS || std::is_same_v<T, float>;
+  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, WIDE ? 32 : 16, WIDE ? 512 : LK_ROW_THREADS);
+  if (plan.packs == 0) return launch_stream<RMS, T, VEC>(x, y, n, stream);
+  const int64_t blocks = plan.warp ? ceil_div<int64_t>(n.rows, LK_ROWS_PER_BLOCK) : n.rows;
+  lk_with_packs<VEC>(plan.packs, [&](auto packs) {
+    constexpr int PACKS = decltype(packs)::value;
+    if (plan.warp)
+      norm_rows_reg<RMS, T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+    else
+      norm_rows_reg<RMS, T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+  });
+}
+
 // t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.
 template <bool RMS, typename T, int VEC>
 static int launch_norm(const lk_args* args, cudaStream_t stream) {
@@ -115,8 +167,7 @@ static int launch_norm(const lk_args* args, cudaStream_t stream) {
       launch_stream<RMS, T, 1>(x, y, n, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    if (!launch_rows_reg<NormRow<RMS>, T, VEC>(x, y, n.rows, n.K, NormRow<RMS>{n.eps, n.g, n.b}, stream))
-      launch_stream<RMS, T, VEC>(x, y, n, stream);  // too long to hold
+    launch_rows_vec<RMS, T, VEC>(x, y, n, stream);
     return lk_launch_status();
   }
 }

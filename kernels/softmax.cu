@@ -12,15 +12,16 @@
 // Row-wise softmax over N x K, softmax along K (op "softmax_rows", as models use it):
 //   f32 / f16 / bf16         softmax_rows_online<T, 1>: block per row, online (max, sum) pass,
 //                            then a normalize pass (re-reads the row, mostly from cache)
-//   f32x4 / f16x8 / bf16x8   rows_reg_kernel<SoftmaxRow> (rows.cuh): the row held in registers
-//                            as f32, a warp or a block per row (lk_plan_row), persistent and
-//                            double-buffered; one read + one write, one exp per element. Longer
-//                            rows (K > 16384) run softmax_rows_online with 16-byte packs.
+//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers as f32 (lk_plan_row: a
+//                            warp per row while it holds <= 16 (f32) or 32 (16-bit) floats per
+//                            lane, else a block of <= 1024 threads per row), one read + one
+//                            write, one exp per element; longer rows (f32 K > 16384, 16-bit
+//                            K > 32768) run softmax_rows_online with 16-byte packs.
 //                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
 //                            view) run the scalar kernel and report LK_PATH_FALLBACK.
 // Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
 // reduction for a runtime block size).
-#include "rows.cuh"
+#include "labkit.cuh"
 
 // ---- (max, sum of e^(x - max)) pairs: merging is associative, so any split works -----------
 struct MS {
@@ -171,22 +172,55 @@ LK_EXPORT int softmax_f32(const lk_args* a, cudaStream_t s) { return launch_soft
 LK_EXPORT int softmax_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 4, 16>(a, s); }
 
 // ================================== row-wise softmax ==========================================
-// The row op of rows_reg_kernel (rows.cuh): max, e^(x - max) in place (one exp per element), sum.
-struct SoftmaxRow {
-  template <bool WARP_ROW, int PACKS, int VEC>
-  __device__ __forceinline__ void apply(float (&v)[PACKS][VEC], const RowView& rv, float* scratch) const {
-    const float mx = row_fold<WARP_ROW, true>(v, rv, scratch, [](float e) { return e; });
+// Row in registers as f32: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block
+// per row. One exp per element: e^(x - max) replaces x in place.
+template <typename T, int VEC, int PACKS, bool WARP_ROW>
+__global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
+                                                        int64_t rows, int K) {
+  __shared__ float scratch[LK_WARP];
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
+  const int tid = WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x;
+  const int nthr = WARP_ROW ? LK_WARP : blockDim.x;
+  if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
+  const T* xr = x + row * K;
+  T* yr = y + row * K;
+
+  Pack<T, VEC> r[PACKS];
 #pragma unroll
-    for (int p = 0; p < PACKS; ++p)
+  for (int p = 0; p < PACKS; ++p)  // every load issued before any math: PACKS x 16 B in flight
+    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);  // K % VEC == 0
+  float v[PACKS][VEC];
+  float mx = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) v[p][k] = __expf(v[p][k] - mx);  // packs outside the row: unused
-    const float inv = 1.f / row_fold<WARP_ROW, false>(v, rv, scratch, [](float e) { return e; });
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) {
+      to_floats(v[p], r[p]);
 #pragma unroll
-    for (int p = 0; p < PACKS; ++p)
+      for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[p][k]);
+    }
+  mx = row_reduce<WARP_ROW, true>(mx, scratch);
+  float sum = 0.f;
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        v[p][k] = __expf(v[p][k] - mx);
+        sum += v[p][k];
+      }
+  const float inv = 1.f / row_reduce<WARP_ROW, false>(sum, scratch);
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p) {
+    const int c = (p * nthr + tid) * VEC;
+    if (c < K) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) v[p][k] *= inv;
+      Pack<T, VEC> o;
+      from_floats(o, v[p]);
+      lk_store<16>(yr + c, o);
+    }
   }
-};
+}
 
 // Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
 // kernel (any alignment); VEC > 1 needs 16-byte aligned rows.
@@ -226,6 +260,21 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
   softmax_rows_online<T, VEC><<<rows, threads, 0, stream>>>(x, y, K);
 }
 
+// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
+template <typename T, int VEC>
+static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
+  // f32: 16 floats per thread (32 left f32x4 at 65-86 % of peak); 16-bit: 32 (16 ran K = 8192 at 83 %)
+  constexpr int FLOATS = std::is_same_v<T, float> ? 16 : 32;
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, FLOATS, LK_ROW_THREADS);
+  if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
+  const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
+  lk_with_packs<VEC>(plan.packs, [&](auto packs) {
+    constexpr int PACKS = decltype(packs)::value;
+    if (plan.warp) softmax_rows_reg<T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
+    else softmax_rows_reg<T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
+  });
+}
+
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
 template <typename T, int VEC>
 static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
@@ -245,8 +294,7 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    if (!launch_rows_reg<SoftmaxRow, T, VEC>(x, y, rows, K, SoftmaxRow{}, stream))
-      launch_online<T, VEC>(x, y, rows, K, stream);  // too long to hold
+    launch_rows_vec<T, VEC>(x, y, rows, K, stream);
     return lk_launch_status();
   }
 }

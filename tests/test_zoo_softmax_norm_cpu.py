@@ -61,30 +61,36 @@ def test_softmax_scratch_is_an_extra_output():
 
 
 # ---- the test shapes reach every code path of the vector row kernels ----------------------------
-def _row_path(k, itemsize):
+# floats per thread and most threads per block of each op's launcher, by itemsize
+_PLAN = {"softmax_rows": {4: (16, 1024), 2: (32, 1024)}, "rms_norm": {4: (32, 512), 2: (32, 512)},
+         "layer_norm": {4: (32, 512), 2: (16, 1024)}}
+
+
+def _row_path(name, k, itemsize):
     """Mirror of lk_plan_row (labkit.cuh) and the launchers in softmax.cu / norm.cu."""
     if (k * itemsize) % 16:
         return "fallback"
+    floats, max_threads = _PLAN[name][itemsize]
     vec = 16 // itemsize
-    p, pmax = k // vec, 16 // vec  # packs per row; packs per thread for 16 floats
+    p, pmax = k // vec, floats // vec  # packs per row; packs per thread
     packs = 1
     while packs <= pmax:
         if p <= 32 * packs:
             return f"warp{packs}"
         packs *= 2
-    return f"block{pmax}" if p <= 1024 * pmax else "online"
+    return f"block{pmax}" if p <= max_threads * pmax else "online"
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
 def test_test_shapes_cover_every_row_path(name):
     op = get_op(name)
     for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
-        pmax = 16 // (16 // itemsize)  # LK_ROW_FLOATS / VEC
+        pmax = _PLAN[name][itemsize][0] // (16 // itemsize)
         want = {"fallback", "online", f"block{pmax}"} | {f"warp{p}" for p in (1, 2, 4, 8) if p <= pmax}
-        got = {_row_path(k, itemsize) for _, k in op.test_shapes}
+        got = {_row_path(name, k, itemsize) for _, k in op.test_shapes}
         assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"
         # a block row that its threads x packs do not cover exactly (the c < K guards)
-        assert any(_row_path(k, itemsize).startswith("block") and (k // (16 // itemsize)) % (32 * pmax)
+        assert any(_row_path(name, k, itemsize).startswith("block") and (k // (16 // itemsize)) % (32 * pmax)
                    for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial block row"
 
 

@@ -10,11 +10,11 @@ EPS, G = 1e-5, 1.5  # f[0], f[1] of the launchers
 VARIANTS = [
     Variant("f32", "f32", "rms_norm_f32", 1, 4, "norm_rows_stream<true, float, 1>",
             "baseline: block per row, sum-of-squares pass then normalize pass"),
-    Variant("f32x4", "f32", "rms_norm_f32x4", 4, 16, "rows_reg_kernel<NormRow<true>, float, 4, 4, false>",
-            "row in registers (warp per row for K <= 512, else block), float4, one read + one write"),
+    Variant("f32x4", "f32", "rms_norm_f32x4", 4, 16, "norm_rows_reg<true, float, 4, 8, false>",
+            "row in registers (warp per row for K <= 1024, else block), float4, one read + one write"),
     Variant("f16", "f16", "rms_norm_f16", 1, 2, f"norm_rows_stream<true, {_H}, 1>",
             "baseline in half: block per row, sum-of-squares pass then normalize pass"),
-    Variant("f16x8", "f16", "rms_norm_f16x8", 8, 16, f"rows_reg_kernel<NormRow<true>, {_H}, 8, 2, false>",
+    Variant("f16x8", "f16", "rms_norm_f16x8", 8, 16, f"norm_rows_reg<true, {_H}, 8, 4, false>",
             "row in registers as f32, 8 halves per 128-bit access, one read + one write"),
 ]
 
