@@ -157,18 +157,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 lk_from_float<__nv_bfloat16
 }
 
 // ---- Launch sizing and row helpers shared by the reduction / row-wise kernels -------------
-// Blocks resident at once for `threads`-thread blocks (SMs x blocks per SM): the grid of a
-// grid-stride kernel. Cached per device; no stream work, so it is safe during graph capture.
+// SMs of the current device and blocks resident at once for `threads`-thread blocks (the grid
+// of a grid-stride kernel). Cached per device; no stream work, so they are safe in graph capture.
+static inline int lk_sm_count() {
+  static int sms[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 132;
+  if (!sms[dev]) cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
+  return sms[dev];
+}
+
 static inline int resident_blocks(int threads) {
-  static int sms[64], per_sm[64];
+  static int per_sm[64];
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 1024;
-  if (!sms[dev]) {
-    cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
-    cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
-  }
+  if (!per_sm[dev]) cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
   const int k = per_sm[dev] / threads;
-  return sms[dev] * (k > 0 ? k : 1);
+  return lk_sm_count() * (k > 0 ? k : 1);
 }
 
 // How a kernel that holds its row in registers covers a row of P packs of VEC elements: each
