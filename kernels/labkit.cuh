@@ -176,29 +176,77 @@ static inline int resident_blocks(int threads) {
   return lk_sm_count() * (k > 0 ? k : 1);
 }
 
-// How a kernel that holds its row in registers covers a row of P packs of VEC elements: each
-// thread holds at most `floats` values, converted to f32 at load (a 16-bit row costs the same
-// registers and instructions per element as an f32 one); a warp per row (8 rows per block, no
-// block barrier) while a warp can hold the row, else a block of <= max_threads threads per row;
-// longer rows get packs = 0 and the caller streams them. floats and max_threads are per op and
-// dtype, measured on an H200 at 256 MiB moved (softmax.cu, norm.cu): the same row shape ran one
-// op at the copy peak and another at 65-80 % (compiled schedules differ), while a block-per-row
-// copy (load, barrier, store) reached the peak at every shape.
+// Most dynamic shared memory one block may opt in to (227 KiB on sm_90, 163 KiB on sm_80).
+static inline int lk_smem_optin() {
+  static int bytes[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 48 << 10;
+  if (!bytes[dev]) cudaDeviceGetAttribute(&bytes[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return bytes[dev];
+}
+
+// How a row kernel covers a row of P packs of VEC elements (row_bytes in all):
+//   warp   the row in registers, a warp per row (8 rows per block, no block barrier), while a
+//          warp holds it with <= `floats` values per lane (converted to f32 at load: a 16-bit row
+//          costs the same registers and instructions per element as an f32 one)
+//   block  the row in registers, a block of <= max_threads threads per row
+//   smem   longer rows: the row in shared memory as stored (cp.async, one 16-byte copy per pack),
+//          re-read from there by each pass; 8 packs per thread, 128-512 threads. Registers stay
+//          low, so 6-7 rows per SM have their loads in flight instead of 2 (H200, f16 rows of
+//          16384: softmax 72.0 -> 69.3 us, layer_norm 71.8 -> 69.0; the copy kernel: 67.6)
+//   stream rows beyond the shared memory (packs = 0): the caller's two-pass streaming kernel
+// floats and max_threads are per op and dtype, measured on an H200 at 256 MiB moved (softmax.cu,
+// norm.cu): the same row shape ran one op at the copy peak and another at 65-80 % (compiled
+// schedules differ), while a block-per-row copy (load, barrier, store) reached the peak at
+// every shape.
 constexpr int LK_ROW_FLOATS_MAX = 32;
 constexpr int LK_ROW_THREADS = 1024;  // most threads of a block-per-row kernel
 constexpr int LK_ROWS_PER_BLOCK = 8;  // warp mode
+constexpr int LK_SMEM_ROW_THREADS = 512;
 struct lk_row_plan {
-  int packs;    // packs per thread (a power of two), 0: row too long to hold
+  int packs;    // packs per thread (a power of two); 0: smem or stream
   bool warp;    // a warp per row
+  bool smem;    // the row in shared memory
   int threads;  // block size
 };
-static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads) {
+static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int64_t row_bytes) {
   const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
-    if (P <= LK_WARP * packs) return {packs, true, LK_ROWS_PER_BLOCK * LK_WARP};
-  if (P <= max_threads * pmax) return {pmax, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
-  return {0, false, 0};
+    if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP};
+  if (P <= max_threads * pmax) return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
+  if (row_bytes <= lk_smem_optin() - 1024) {  // 1 KiB left for the kernels' static scratch
+    const int t = ceil_div(ceil_div(P, 8), LK_WARP) * LK_WARP;
+    return {0, false, true, t < 128 ? 128 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t};
+  }
+  return {0, false, false, 0};
 }
+
+// The smem plan's launch: dynamic shared memory above 48 KiB needs the kernel's opt-in first.
+template <typename Kernel, typename... Args>
+static inline void lk_launch_smem_row(Kernel k, int64_t rows, int threads, int64_t row_bytes, cudaStream_t stream,
+                                      Args... args) {
+  if (row_bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
+  k<<<rows, threads, row_bytes, stream>>>(args...);
+}
+
+// 16-byte global -> shared copies that skip the registers (cp.async, sm_80+); each thread's
+// wait covers only its own copies, so a thread that re-reads just the packs it copied needs no
+// barrier.
+__device__ __forceinline__ void lk_cp_async16(void* smem, const void* gmem) {
+#if __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+__device__ __forceinline__ void lk_cp_async_wait_all() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+extern __shared__ __align__(16) unsigned char lk_dyn_smem[];
+
 // Calls f(std::integral_constant<int, packs>) for a plan's packs, instantiating only the pack
 // counts a VEC-wide row can use.
 template <int VEC, typename F>

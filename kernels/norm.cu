@@ -7,11 +7,13 @@
 //                   normalize pass that re-reads the row, mostly from cache
 //   f32x4 / f16x8   norm_rows_reg: the row held in registers as f32 (lk_plan_row: a warp per row
 //                   while it holds <= 32 floats per lane (layer_norm f16: 16), else a block of
-//                   <= 512 threads (layer_norm f16: 1024) per row), one read + one write;
-//                   layer_norm's variance from the centred values.
-//                   Longer rows (K > 16384): norm_rows_stream with 16-byte
-//                   packs. Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset view)
-//                   run the scalar kernel and report LK_PATH_FALLBACK.
+//                   <= 512 threads per row), one read + one write; layer_norm's variance from
+//                   the centred values. Longer rows (K > 16384; layer_norm f16 K > 8192):
+//                   norm_rows_smem, the row in shared memory (one read + one write); rows
+//                   beyond the shared memory (sm_90: f32 K > ~58000, f16 K > ~116000):
+//                   norm_rows_stream with 16-byte packs. Rows not 16-byte aligned
+//                   (K * itemsize % 16 != 0, or an offset view) run the scalar kernel and
+//                   report LK_PATH_FALLBACK.
 // Helpers of this file: row_reduce (warp or block sum/max for a runtime block size),
 // to_floats / from_floats (pack <-> f32 in 32-bit pairs; the same helpers as softmax.cu).
 #include "labkit.cuh"
@@ -64,6 +66,52 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restr
       from_floats(o, v[p]);
       lk_store<16>(yr + c, o);
     }
+  }
+}
+
+// ---- rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan) ----
+// Passes over the shared copy: sum (rms: of squares), layer_norm's centred squares, normalize.
+template <bool RMS, typename T, int VEC>
+__global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) norm_rows_smem(const T* __restrict__ x, T* __restrict__ y,
+                                                                  int K, float eps, float g, float b) {
+  __shared__ float scratch[LK_WARP];
+  T* s = reinterpret_cast<T*>(lk_dyn_smem);
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  const int P = K / VEC;  // K % VEC == 0
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
+  lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
+  float a0 = 0.f, a1 = 0.f;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+    for (int k = 0; k < VEC; k += 2)
+      a0 += RMS ? v[k] * v[k] : v[k], a1 += RMS ? v[k + 1] * v[k + 1] : v[k + 1];
+  }
+  const float sum = row_reduce<false, false>(a0 + a1, scratch);
+  float mean = 0.f, var = sum / K;
+  if constexpr (!RMS) {
+    mean = sum / K;
+    float q0 = 0.f, q1 = 0.f;
+    for (int p = threadIdx.x; p < P; p += blockDim.x) {
+      float v[VEC];
+      to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+      for (int k = 0; k < VEC; k += 2)
+        q0 += (v[k] - mean) * (v[k] - mean), q1 += (v[k + 1] - mean) * (v[k + 1] - mean);
+    }
+    var = row_reduce<false, false>(q0 + q1, scratch) / K;
+  }
+  const float a = rsqrtf(var + eps) * g;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = RMS ? v[k] * a : (v[k] - mean) * a + b;
+    Pack<T, VEC> o;
+    from_floats(o, v);
+    lk_store<16>(yr + p * VEC, o);
   }
 }
 
@@ -126,13 +174,18 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
   norm_rows_stream<RMS, T, VEC><<<n.rows, threads, 0, stream>>>(x, y, n.K, n.eps, n.g, n.b);
 }
 
-// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
+// VEC-wide rows, 16-byte aligned: in registers or shared memory (lk_plan_row), or streamed.
 template <bool RMS, typename T, int VEC>
 static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
-  // layer_norm f16: 16 floats per thread, <= 1024 threads; the others: 32 floats, <= 512 threads
-  // (layer_norm f32 at K = 16384 took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
+  // layer_norm f16: 16 floats per thread, <= 512 threads (K = 16384 in registers: 71.8 us on an
+  // H200, shared memory 69.0); the others: 32 floats, <= 512 threads (layer_norm f32 at
+  // K = 16384 took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
   constexpr bool WIDE = RMS || std::is_same_v<T, float>;
-  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, WIDE ? 32 : 16, WIDE ? 512 : LK_ROW_THREADS);
+  const int64_t row_bytes = int64_t(n.K) * sizeof(T);
+  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, WIDE ? 32 : 16, 512, row_bytes);
+  if (plan.smem)
+    return lk_launch_smem_row(norm_rows_smem<RMS, T, VEC>, n.rows, plan.threads, row_bytes, stream, x, y, n.K, n.eps,
+                              n.g, n.b);
   if (plan.packs == 0) return launch_stream<RMS, T, VEC>(x, y, n, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(n.rows, LK_ROWS_PER_BLOCK) : n.rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {

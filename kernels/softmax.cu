@@ -14,9 +14,12 @@
 //                            then a normalize pass (re-reads the row, mostly from cache)
 //   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers as f32 (lk_plan_row: a
 //                            warp per row while it holds <= 16 (f32) or 32 (16-bit) floats per
-//                            lane, else a block of <= 1024 threads per row), one read + one
-//                            write, one exp per element; longer rows (f32 K > 16384, 16-bit
-//                            K > 32768) run softmax_rows_online with 16-byte packs.
+//                            lane, else a block of <= 1024 (f32) or 256 (16-bit) threads per
+//                            row), one read + one write, one exp per element;
+//                            softmax_rows_smem for longer rows (f32 K > 16384, 16-bit K > 8192):
+//                            the row in shared memory, one read + one write, two exps per
+//                            element; rows beyond the shared memory (f32 K > ~58000, 16-bit
+//                            K > ~116000 on sm_90) run softmax_rows_online with 16-byte packs.
 //                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
 //                            view) run the scalar kernel and report LK_PATH_FALLBACK.
 // Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
@@ -249,6 +252,46 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
   }
 }
 
+// Rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan),
+// three passes over it (max; e^x and sum; e^x * 1/sum, stored), two exps per element.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
+                                                                     int K) {
+  __shared__ float scratch[LK_WARP];
+  T* s = reinterpret_cast<T*>(lk_dyn_smem);
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  const int P = K / VEC;  // K % VEC == 0
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
+  lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
+  float m0 = -INFINITY, m1 = -INFINITY;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+    for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, v[k]), m1 = fmaxf(m1, v[k + 1]);
+  }
+  const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
+  float s0 = 0.f, s1 = 0.f;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+    for (int k = 0; k < VEC; k += 2)
+      s0 += lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)), s1 += lk_ex2_ftz(fmaf(v[k + 1], LK_LOG2E, off));
+  }
+  const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)) * inv;
+    Pack<T, VEC> o;
+    from_floats(o, v);
+    lk_store<16>(yr + p * VEC, o);
+  }
+}
+
 // Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
 // kernel (any alignment); VEC > 1 needs 16-byte aligned rows.
 template <typename T, int VEC>
@@ -287,13 +330,16 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
   softmax_rows_online<T, VEC><<<rows, threads, 0, stream>>>(x, y, K);
 }
 
-// VEC-wide rows, 16-byte aligned: held in registers (lk_plan_row), or streamed when too long.
+// VEC-wide rows, 16-byte aligned: in registers or shared memory (lk_plan_row), or streamed.
 template <typename T, int VEC>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
-  // f32: 16 floats per thread (32 left f32x4 at 65-86 % of peak); 16-bit: 32 (K = 16384: 512
-  // threads x 4 packs took 70.0 us on an H200, 1024 x 2 took 71.6)
-  constexpr int FLOATS = std::is_same_v<T, float> ? 16 : 32;
-  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, FLOATS, LK_ROW_THREADS);
+  // f32: 16 floats per thread (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit: 32,
+  // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
+  // 1024 x 2 took 71.6, shared memory 69.3)
+  constexpr bool F32 = std::is_same_v<T, float>;
+  const int64_t row_bytes = int64_t(K) * sizeof(T);
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, F32 ? 16 : 32, F32 ? LK_ROW_THREADS : 256, row_bytes);
+  if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {

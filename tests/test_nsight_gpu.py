@@ -53,10 +53,12 @@ def test_nsys_ranges_and_kernel_counts(tmp_path):
     assert len(c) == 4 and c["nsys_us"].notna().all()
     assert (c["scope"].str.startswith("timed ")).all() and c["result"].isin(["pass", "MISS", "—"]).all()
     # labkit's CUPTI kernel durations (a second run without nsys) agree with nsys's; its event times
-    # add a bounded per-launch overhead (H200: ~2.5 µs cold, ~1 µs hot, more under nsys)
+    # never undercount the kernel. What they add per launch (H200: ~2.5 µs cold, ~1 µs hot without
+    # nsys) grows under nsys's launch interception by a varying amount (+2 ... +32 µs seen on one
+    # H200), so it has no fixed upper bound here.
     assert c["labkit_kernel_us"].notna().all(), c
     assert ((c["labkit_kernel_us"] - c["nsys_us"]).abs() < 0.05 * c["nsys_us"] + 0.5).all(), c
-    assert ((c["labkit_us"] - c["nsys_us"] > -0.5) & (c["labkit_us"] - c["nsys_us"] < 10)).all(), c
+    assert (c["labkit_us"] - c["nsys_us"] > -0.5).all(), c
     print(c.to_string())
 
 

@@ -61,13 +61,14 @@ def test_softmax_scratch_is_an_extra_output():
 
 
 # ---- the test shapes reach every code path of the vector row kernels ----------------------------
-# floats per thread and most threads per block of each op's launcher, by itemsize
-_PLAN = {"softmax_rows": {4: (16, 1024), 2: (32, 1024)}, "rms_norm": {4: (32, 512), 2: (32, 512)},
-         "layer_norm": {4: (32, 512), 2: (16, 1024)}}
+# floats per thread and most threads per register block of each op's launcher, by itemsize
+_PLAN = {"softmax_rows": {4: (16, 1024), 2: (32, 256)}, "rms_norm": {4: (32, 512), 2: (32, 512)},
+         "layer_norm": {4: (32, 512), 2: (16, 512)}}
+_SMEM_ROW_MAX = 227 * 1024 - 1024  # sm_90's opt-in shared memory per block, less the kernels' scratch
 
 
 def _row_path(name, k, itemsize):
-    """Mirror of lk_plan_row (labkit.cuh) and the launchers in softmax.cu / norm.cu."""
+    """Mirror of lk_plan_row (labkit.cuh) and the launchers in softmax.cu / norm.cu (on sm_90)."""
     if (k * itemsize) % 16:
         return "fallback"
     floats, max_threads = _PLAN[name][itemsize]
@@ -78,7 +79,15 @@ def _row_path(name, k, itemsize):
         if p <= 32 * packs:
             return f"warp{packs}"
         packs *= 2
-    return f"block{pmax}" if p <= max_threads * pmax else "online"
+    if p <= max_threads * pmax:
+        return f"block{pmax}"
+    return "smem" if k * itemsize <= _SMEM_ROW_MAX else "online"
+
+
+def _smem_threads(k, itemsize):
+    """lk_plan_row's smem block: 8 packs per thread, whole warps, 128-512 threads."""
+    warps = -(-(-(-(k // (16 // itemsize)) // 8)) // 32)
+    return min(512, max(128, 32 * warps))
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
@@ -86,12 +95,14 @@ def test_test_shapes_cover_every_row_path(name):
     op = get_op(name)
     for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
         pmax = _PLAN[name][itemsize][0] // (16 // itemsize)
-        want = {"fallback", "online", f"block{pmax}"} | {f"warp{p}" for p in (1, 2, 4, 8) if p <= pmax}
+        want = {"fallback", "online", "smem", f"block{pmax}"} | {f"warp{p}" for p in (1, 2, 4, 8) if p <= pmax}
         got = {_row_path(name, k, itemsize) for _, k in op.test_shapes}
         assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"
-        # a block row that its threads x packs do not cover exactly (the c < K guards)
+        # rows that the threads x packs do not cover exactly (the c < K guards, the smem loops' ends)
         assert any(_row_path(name, k, itemsize).startswith("block") and (k // (16 // itemsize)) % (32 * pmax)
                    for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial block row"
+        assert any(_row_path(name, k, itemsize) == "smem" and (k // (16 // itemsize)) % _smem_threads(k, itemsize)
+                   for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial shared-memory row"
 
 
 # ---- torch baselines agree with the float64 references -------------------------------------------
