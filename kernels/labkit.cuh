@@ -307,3 +307,22 @@ __device__ __forceinline__ void from_floats(Pack<T, N>& p, const float (&f)[N]) 
     }
   }
 }
+
+// ---- the smem plan's row (lk_plan_row): copied in as stored, then passes over it as f32 ---------
+// Each thread copies the packs p = threadIdx.x, + blockDim.x, ... and re-reads only those, so its
+// own cp.async wait is all the synchronization the row needs.
+template <typename T, int VEC>
+__device__ __forceinline__ void lk_smem_row_load(T* s, const T* row, int P) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, row + p * VEC);
+  lk_cp_async_wait_all();
+}
+
+// f(p, v) for each of this thread's packs p, with v its VEC values as f32.
+template <typename T, int VEC, typename F>
+__device__ __forceinline__ void lk_smem_row_pass(const T* s, int P, F&& f) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+    f(p, v);
+  }
+}

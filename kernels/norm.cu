@@ -76,43 +76,32 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) norm_rows_smem(const T* _
                                                                   int K, float eps, float g, float b) {
   __shared__ float scratch[LK_WARP];
   T* s = reinterpret_cast<T*>(lk_dyn_smem);
-  const T* xr = x + int64_t(blockIdx.x) * K;
-  T* yr = y + int64_t(blockIdx.x) * K;
   const int P = K / VEC;  // K % VEC == 0
-  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
-  lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
-  float a0 = 0.f, a1 = 0.f;
-  for (int p = threadIdx.x; p < P; p += blockDim.x) {
-    float v[VEC];
-    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+  lk_smem_row_load<T, VEC>(s, x + int64_t(blockIdx.x) * K, P);
+  // two accumulators per sum (short dependency chains); `shift` centres layer_norm's second pass
+  auto sum_pass = [&](bool square, float shift) {
+    float a0 = 0.f, a1 = 0.f;
+    lk_smem_row_pass<T, VEC>(s, P, [&](int, const float (&v)[VEC]) {
 #pragma unroll
-    for (int k = 0; k < VEC; k += 2)
-      a0 += RMS ? v[k] * v[k] : v[k], a1 += RMS ? v[k + 1] * v[k + 1] : v[k + 1];
-  }
-  const float sum = row_reduce<false, false>(a0 + a1, scratch);
-  float mean = 0.f, var = sum / K;
-  if constexpr (!RMS) {
-    mean = sum / K;
-    float q0 = 0.f, q1 = 0.f;
-    for (int p = threadIdx.x; p < P; p += blockDim.x) {
-      float v[VEC];
-      to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
-#pragma unroll
-      for (int k = 0; k < VEC; k += 2)
-        q0 += (v[k] - mean) * (v[k] - mean), q1 += (v[k + 1] - mean) * (v[k + 1] - mean);
-    }
-    var = row_reduce<false, false>(q0 + q1, scratch) / K;
-  }
+      for (int k = 0; k < VEC; k += 2) {
+        const float d0 = v[k] - shift, d1 = v[k + 1] - shift;
+        a0 += square ? d0 * d0 : d0, a1 += square ? d1 * d1 : d1;
+      }
+    });
+    return row_reduce<false, false>(a0 + a1, scratch);
+  };
+  const float sum = sum_pass(RMS, 0.f);
+  const float mean = RMS ? 0.f : sum / K;
+  const float var = RMS ? sum / K : sum_pass(true, mean) / K;
   const float a = rsqrtf(var + eps) * g;
-  for (int p = threadIdx.x; p < P; p += blockDim.x) {
-    float v[VEC];
-    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+  T* yr = y + int64_t(blockIdx.x) * K;
+  lk_smem_row_pass<T, VEC>(s, P, [&](int p, float (&v)[VEC]) {
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v[k] = RMS ? v[k] * a : (v[k] - mean) * a + b;
     Pack<T, VEC> o;
     from_floats(o, v);
     lk_store<16>(yr + p * VEC, o);
-  }
+  });
 }
 
 // ---- any K: statistics pass, then normalize pass (block per row) --------------------------

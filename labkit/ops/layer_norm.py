@@ -11,11 +11,11 @@ VARIANTS = [
     Variant("f32", "f32", "layer_norm_f32", 1, 4, "norm_rows_stream<false, float, 1>",
             "baseline: block per row, shifted-sums statistics pass then normalize pass"),
     Variant("f32x4", "f32", "layer_norm_f32x4", 4, 16, "norm_rows_reg<false, float, 4, 8, false>",
-            "row in registers (warp per row for K <= 1024, else block), float4, one read + one write"),
+            "row in registers (warp per row for K <= 1024, else block; shared memory for K > 16384), float4, one read + one write"),
     Variant("f16", "f16", "layer_norm_f16", 1, 2, f"norm_rows_stream<false, {_H}, 1>",
             "baseline in half: block per row, statistics pass then normalize pass"),
     Variant("f16x8", "f16", "layer_norm_f16x8", 8, 16, f"norm_rows_reg<false, {_H}, 8, 2, false>",
-            "row in registers as f32, 8 halves per 128-bit access, one read + one write"),
+            "row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, one read + one write"),
 ]
 
 

@@ -11,11 +11,11 @@ VARIANTS = [
     Variant("f32", "f32", "rms_norm_f32", 1, 4, "norm_rows_stream<true, float, 1>",
             "baseline: block per row, sum-of-squares pass then normalize pass"),
     Variant("f32x4", "f32", "rms_norm_f32x4", 4, 16, "norm_rows_reg<true, float, 4, 8, false>",
-            "row in registers (warp per row for K <= 1024, else block), float4, one read + one write"),
+            "row in registers (warp per row for K <= 1024, else block; shared memory for K > 16384), float4, one read + one write"),
     Variant("f16", "f16", "rms_norm_f16", 1, 2, f"norm_rows_stream<true, {_H}, 1>",
             "baseline in half: block per row, sum-of-squares pass then normalize pass"),
     Variant("f16x8", "f16", "rms_norm_f16x8", 8, 16, f"norm_rows_reg<true, {_H}, 8, 4, false>",
-            "row in registers as f32, 8 halves per 128-bit access, one read + one write"),
+            "row in registers as f32 (shared memory for K > 16384), 8 halves per 128-bit access, one read + one write"),
 ]
 
 

@@ -10,15 +10,15 @@ VARIANTS = [
     Variant("f32", "f32", "softmax_rows_f32", 1, 4, "softmax_rows_online<float, 1>",
             "baseline: block per row, online (max, sum) pass then normalize pass"),
     Variant("f32x4", "f32", "softmax_rows_f32x4", 4, 16, "softmax_rows_reg<float, 4, 4, false>",
-            "row in registers (warp per row for K <= 512, else block), float4, one read + one write"),
+            "row in registers (warp per row for K <= 512, else block; shared memory for K > 16384), float4, one read + one write"),
     Variant("f16", "f16", "softmax_rows_f16", 1, 2, f"softmax_rows_online<{_H}, 1>",
             "baseline in half: block per row, online pass then normalize pass"),
     Variant("f16x8", "f16", "softmax_rows_f16x8", 8, 16, f"softmax_rows_reg<{_H}, 8, 4, false>",
-            "row in registers as f32, 8 halves per 128-bit access, one read + one write"),
+            "row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, one read + one write"),
     Variant("bf16", "bf16", "softmax_rows_bf16", 1, 2, f"softmax_rows_online<{_B}, 1>",
             "baseline in bfloat16: block per row, online pass then normalize pass"),
     Variant("bf16x8", "bf16", "softmax_rows_bf16x8", 8, 16, f"softmax_rows_reg<{_B}, 8, 4, false>",
-            "row in registers as f32, 8 bfloat16 per 128-bit access, one read + one write"),
+            "row in registers as f32 (shared memory for K > 8192), 8 bfloat16 per 128-bit access, one read + one write"),
 ]
 
 
