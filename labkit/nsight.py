@@ -202,11 +202,16 @@ def _config(op: str, variant: str, shape: str, dtype: str | None) -> str:
 
 
 def kernel_base(op: str, variant: str, dtype: str | None = None) -> str | None:
-    """The variant's kernel template name without arguments ('add_kernel'); None for torch."""
+    """ncu's kernel-name regex for a variant: its kernel template name without arguments
+    ('add_kernel'), or that and the op's shape_kernels ('softmax_rows_reg|softmax_rows_smem|...'),
+    the kernels its launcher runs instead for some shapes; None for torch."""
     from .registry import get_op
 
-    v = get_op(op).variant(variant, dtype)
-    return None if v.is_torch or not v.kernel else v.kernel.split("<")[0].strip()
+    o = get_op(op)
+    v = o.variant(variant, dtype)
+    if v.is_torch or not v.kernel:
+        return None
+    return "|".join(dict.fromkeys([v.kernel.split("<")[0].strip(), *o.shape_kernels]))
 
 
 def ncu_argv(ncu: str, op: str, variant: str, shape: str, app: list, dtype: str | None = None, mode: str = "cold",

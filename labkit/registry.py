@@ -81,6 +81,7 @@ class Op:
     vector_stores: bool = True                    # stores as wide as `access` (checked in the SASS)
     validate: Callable | None = None              # (inputs, shape, dtype) -> None; raise ConfigError
     inline_launcher: str = ""                     # C template for inline kernels (see labkit.inline)
+    shape_kernels: tuple[str, ...] = ()           # other kernels a launcher runs by shape/alignment (ncu filter)
     notes: str = ""
 
     # ---- lookups that give clear errors -----------------------------------------------------

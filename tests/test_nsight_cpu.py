@@ -152,6 +152,11 @@ def test_ncu_command():
                     "gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,"
                     "dram__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread",
                     "--print-units", "base", "--csv", "--launch-count", "1", "py", "app"]
+    # a row op's launcher picks its kernel by row length: every one it may run passes the filter
+    r = nsight.ncu_argv("ncu", "softmax_rows", "f16x8", "4096x16384", ["py"])
+    assert r[r.index("-k") + 1] == "regex:softmax_rows_reg|softmax_rows_smem|softmax_rows_online"
+    r = nsight.ncu_argv("ncu", "rms_norm", "f32", "7x1000", ["py"])  # the scalar kernel is listed once
+    assert r[r.index("-k") + 1] == "regex:norm_rows_stream|norm_rows_smem"
     t = nsight.ncu_argv("ncu", "add", "torch", "4096x4096", ["py"], dtype="f16")
     assert "-k" not in t and t[t.index("--launch-skip") + 1] == "1"  # the kernel after the cold flush
 

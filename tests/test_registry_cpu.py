@@ -17,8 +17,9 @@ def test_registry_entry_matches_its_kernel_file(op):
     assert len({(v.name, v.dtype) for v in op.variants}) == len(op.variants)
     for v in op.variants:
         assert re.search(rf"LK_EXPORT int {v.symbol}\(const lk_args\*", src), f"{v.symbol} not exported"
-        base = v.kernel.split("<")[0]
+    for base in [v.kernel.split("<")[0] for v in op.variants] + list(op.shape_kernels):
         assert re.search(rf"__global__\s+void\s+(__launch_bounds__\([^)]*\)\s*(//[^\n]*)?\s*)?{base}\s*\(", src), f"no kernel {base}"
+    for v in op.variants:
         assert re.search(rf"\b{v.name}\b", header), f"{v.name} missing from the header of {op.source}"
         assert v.note and v.width >= 1 and v.access in (1, 2, 4, 8, 16)
 

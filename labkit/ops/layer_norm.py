@@ -57,6 +57,7 @@ OP = Op(
     validate=validate_rows("layer_norm"),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={EPS}, g={G}, b={B} (scalars, as in the seed). The torch baseline is F.layer_norm with weight "
           "and bias tensors filled with g and b; its result tensor replaces the output (no out=, no copy). Vector variants need 16-byte aligned rows; others run the scalar kernel.",
 )

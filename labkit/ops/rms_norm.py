@@ -53,6 +53,7 @@ OP = Op(
     validate=validate_rows("rms_norm"),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={EPS}, g={G} (scalar, as in the seed). The torch baseline is F.rms_norm with a weight tensor "
           "filled with g; its result replaces the output (no out=, no copy). Vector variants "
           "need 16-byte aligned rows; others run the scalar kernel.",

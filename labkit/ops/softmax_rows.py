@@ -52,6 +52,7 @@ OP = Op(
     validate=validate_rows("softmax_rows"),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("softmax_rows_smem", "softmax_rows_online"),  # long rows (shared memory / streaming), unaligned rows
     notes="Vector variants need 16-byte aligned rows (K * itemsize % 16 == 0, no offset); other rows run "
           "the scalar kernel (path 'fallback').",
 )
