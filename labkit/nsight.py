@@ -201,7 +201,7 @@ def _config(op: str, variant: str, shape: str, dtype: str | None) -> str:
     return config_name(o.name, v.name, o.format_shape(o.parse_shape(shape)), v.dtype if len(o.dtypes) > 1 else None)
 
 
-def kernel_base(op: str, variant: str, dtype: str | None = None) -> str | None:
+def kernel_regex(op: str, variant: str, dtype: str | None = None) -> str | None:
     """ncu's kernel-name regex for a variant: its kernel template name without arguments
     ('add_kernel'), or that and the op's shape_kernels ('softmax_rows_reg|softmax_rows_smem|...'),
     the kernels its launcher runs instead for some shapes; None for torch."""
@@ -219,9 +219,9 @@ def ncu_argv(ncu: str, op: str, variant: str, shape: str, app: list, dtype: str 
     """ncu filtered to the variant's kernel in its config's `timed <mode>` range, clocks untouched.
     The torch baseline has no kernel name here: its first kernel after the cold flush is taken."""
     argv = [ncu, "--nvtx", "--nvtx-include", nvtx_path(op, variant, shape, dtype, mode)]
-    base = kernel_base(op, variant, dtype)
-    if base:
-        argv += ["-k", f"regex:{base}"]
+    names = kernel_regex(op, variant, dtype)
+    if names:
+        argv += ["-k", f"regex:{names}"]
     elif mode == "cold":
         argv += ["--launch-skip", "1"]  # timed cold = flush, kernel, flush, kernel, ...
     return argv + ["--clock-control", "none", "--metrics", ",".join(metrics), "--print-units", "base", "--csv",

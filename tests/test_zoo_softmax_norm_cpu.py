@@ -2,6 +2,7 @@
 their kernel files, params reach the launchers in the documented order, the test shapes reach every
 code path of the row kernels, and on small CPU tensors the torch baselines agree with the float64
 references under each op's tolerance. No GPU needed (compile + SASS checks: test_kernels_cpu.py)."""
+import math
 import re
 
 import pytest
@@ -86,8 +87,8 @@ def _row_path(name, k, itemsize):
 
 def _smem_threads(k, itemsize):
     """lk_plan_row's smem block: 8 packs per thread, whole warps, 128-512 threads."""
-    warps = -(-(-(-(k // (16 // itemsize)) // 8)) // 32)
-    return min(512, max(128, 32 * warps))
+    threads = math.ceil(k // (16 // itemsize) / 8)
+    return min(512, max(128, 32 * math.ceil(threads / 32)))
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
