@@ -259,29 +259,37 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T
                                                                      int K) {
   __shared__ float scratch[LK_WARP];
   T* s = reinterpret_cast<T*>(lk_dyn_smem);
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
   const int P = K / VEC;  // K % VEC == 0
-  lk_smem_row_load<T, VEC>(s, x + int64_t(blockIdx.x) * K, P);
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
+  lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
   float m0 = -INFINITY, m1 = -INFINITY;
-  lk_smem_row_pass<T, VEC>(s, P, [&](int, const float (&v)[VEC]) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
     for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, v[k]), m1 = fmaxf(m1, v[k + 1]);
-  });
+  }
   const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
   float s0 = 0.f, s1 = 0.f;
-  lk_smem_row_pass<T, VEC>(s, P, [&](int, const float (&v)[VEC]) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
     for (int k = 0; k < VEC; k += 2)
       s0 += lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)), s1 += lk_ex2_ftz(fmaf(v[k + 1], LK_LOG2E, off));
-  });
+  }
   const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
-  T* yr = y + int64_t(blockIdx.x) * K;
-  lk_smem_row_pass<T, VEC>(s, P, [&](int p, float (&v)[VEC]) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
     for (int k = 0; k < VEC; ++k) v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)) * inv;
     Pack<T, VEC> o;
     from_floats(o, v);
     lk_store<16>(yr + p * VEC, o);
-  });
+  }
 }
 
 // Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
