@@ -1,10 +1,6 @@
 // Elementwise activations y = f(x) (CATALOG §4, seed 002): sigmoid 1/(1+e^-x) and relu max(0,x).
 // One template covers every variant (as add.cu): F = the function, T = element type,
 // N = elements per thread, ACCESS = bytes per memory instruction. Math is f32 for every type.
-//   f32          N=1  ACCESS=4   baseline, one float per thread
-//   f32x4        N=4  ACCESS=16  one float4 per thread
-//   f16          N=1  ACCESS=2   one half per thread
-//   f16x8_pack   N=8  ACCESS=16  one 128-bit pack of 8 halves per thread
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when x and y
 // are misaligned differently (reported as LK_PATH_FALLBACK).
 #include "labkit.cuh"
@@ -59,11 +55,5 @@ static int launch_unary(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int sigmoid_f32(const lk_args* a, cudaStream_t s) { return launch_unary<Sigmoid, float, 1, 4>(a, s); }
-LK_EXPORT int sigmoid_f32x4(const lk_args* a, cudaStream_t s) { return launch_unary<Sigmoid, float, 4, 16>(a, s); }
-LK_EXPORT int sigmoid_f16(const lk_args* a, cudaStream_t s) { return launch_unary<Sigmoid, __half, 1, 2>(a, s); }
-LK_EXPORT int sigmoid_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_unary<Sigmoid, __half, 8, 16>(a, s); }
-LK_EXPORT int relu_f32(const lk_args* a, cudaStream_t s) { return launch_unary<Relu, float, 1, 4>(a, s); }
-LK_EXPORT int relu_f32x4(const lk_args* a, cudaStream_t s) { return launch_unary<Relu, float, 4, 16>(a, s); }
-LK_EXPORT int relu_f16(const lk_args* a, cudaStream_t s) { return launch_unary<Relu, __half, 1, 2>(a, s); }
-LK_EXPORT int relu_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_unary<Relu, __half, 8, 16>(a, s); }
+// The exported launchers (`int activation_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/activation.py (labkit.build.export_source): `labkit list` prints them.

@@ -1,11 +1,7 @@
-// Elementwise add, c = a + b (CATALOG §1, seed 000). One template covers every variant:
-// T = element type, N = elements per thread, ACCESS = bytes per memory instruction.
-//   f32          N=1  ACCESS=4   baseline, one float per thread
-//   f32x4        N=4  ACCESS=16  one float4 per thread
-//   f16, bf16    N=1  ACCESS=2   one half per thread
-//   f16x2, bf16x2 N=2 ACCESS=4   one half2 per thread
-//   f16x8        N=8  ACCESS=4   seed "method 1": four half2 accesses, 16 B apart per lane
-//   f16x8_pack, bf16x8_pack  N=8  ACCESS=16  seed "method 2": one 128-bit access, __hadd2 x4
+// Elementwise add, c = a + b (CATALOG §1, seed 000). One template carries the whole lesson:
+// T = element type, N = elements per thread, ACCESS = bytes per memory instruction. N=8 with
+// ACCESS=4 is the seed's "method 1" (four half2 accesses, lanes 16 B apart), N=8 with ACCESS=16
+// its "method 2" (one 128-bit access); BLOCK (threads per block) is a tuning axis.
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when the
 // three pointers are misaligned differently (reported as LK_PATH_FALLBACK).
 #include "labkit.cuh"
@@ -47,13 +43,13 @@ __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* 
   }
 }
 
-template <typename T, int N, int ACCESS>
+template <typename T, int N, int ACCESS, int BLOCK>
 static int launch_add(const lk_args* args, cudaStream_t stream) {
   const T* a = lk_ptr<const T>(args->t[0]);
   const T* b = lk_ptr<const T>(args->t[1]);
   T* c = lk_ptr<T>(args->t[2]);
   const int64_t n = args->t[2].numel;
-  const int threads = 256;
+  const int threads = BLOCK;
   const void* ptrs[3] = {a, b, c};
   lk_split s = lk_make_split(n, N, sizeof(T), ptrs, 3);
   if (!s.vector) {
@@ -67,12 +63,5 @@ static int launch_add(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int add_f32(const lk_args* a, cudaStream_t s) { return launch_add<float, 1, 4>(a, s); }
-LK_EXPORT int add_f32x4(const lk_args* a, cudaStream_t s) { return launch_add<float, 4, 16>(a, s); }
-LK_EXPORT int add_f16(const lk_args* a, cudaStream_t s) { return launch_add<__half, 1, 2>(a, s); }
-LK_EXPORT int add_f16x2(const lk_args* a, cudaStream_t s) { return launch_add<__half, 2, 4>(a, s); }
-LK_EXPORT int add_f16x8(const lk_args* a, cudaStream_t s) { return launch_add<__half, 8, 4>(a, s); }
-LK_EXPORT int add_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_add<__half, 8, 16>(a, s); }
-LK_EXPORT int add_bf16(const lk_args* a, cudaStream_t s) { return launch_add<__nv_bfloat16, 1, 2>(a, s); }
-LK_EXPORT int add_bf16x2(const lk_args* a, cudaStream_t s) { return launch_add<__nv_bfloat16, 2, 4>(a, s); }
-LK_EXPORT int add_bf16x8_pack(const lk_args* a, cudaStream_t s) { return launch_add<__nv_bfloat16, 8, 16>(a, s); }
+// The exported launchers (`int add_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/add.py (labkit.build.export_source): `labkit list` prints them.

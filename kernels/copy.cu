@@ -1,6 +1,5 @@
 // Copy with a per-thread access unit of W = 1, 2, 4, 8, 16 bytes (CATALOG §2, seed 001):
-// one generic Pack<uint8_t, W> moved with one W-byte load and one W-byte store per thread:
-// variants w1, w2, w4, w8, w16.
+// one generic Pack<uint8_t, W> moved with one W-byte load and one W-byte store per thread.
 // Any byte count and alignment: scalar head + packs + scalar tail (or the byte kernel when src
 // and dst are misaligned differently, reported as LK_PATH_FALLBACK).
 #include "labkit.cuh"
@@ -38,8 +37,5 @@ static int launch_copy(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int copy_w1(const lk_args* a, cudaStream_t s) { return launch_copy<1>(a, s); }
-LK_EXPORT int copy_w2(const lk_args* a, cudaStream_t s) { return launch_copy<2>(a, s); }
-LK_EXPORT int copy_w4(const lk_args* a, cudaStream_t s) { return launch_copy<4>(a, s); }
-LK_EXPORT int copy_w8(const lk_args* a, cudaStream_t s) { return launch_copy<8>(a, s); }
-LK_EXPORT int copy_w16(const lk_args* a, cudaStream_t s) { return launch_copy<16>(a, s); }
+// The exported launchers (`int copy_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/copy.py (labkit.build.export_source): `labkit list` prints them.

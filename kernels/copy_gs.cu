@@ -35,6 +35,5 @@ static int launch_copy_gs(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int copy_gs_int(const lk_args* a, cudaStream_t s) { return launch_copy_gs<1>(a, s); }
-LK_EXPORT int copy_gs_int2(const lk_args* a, cudaStream_t s) { return launch_copy_gs<2>(a, s); }
-LK_EXPORT int copy_gs_int4(const lk_args* a, cudaStream_t s) { return launch_copy_gs<4>(a, s); }
+// The exported launchers (`int copy_gs_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/copy_gs.py (labkit.build.export_source): `labkit list` prints them.

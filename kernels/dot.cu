@@ -1,8 +1,6 @@
 // Dot product, y = sum(a * b) as one f32 (CATALOG §4, seed 002). Same grid-stride shape as
 // reduce.cu: each thread keeps U packs of a and b in flight, fmaf-accumulates in f32, the block
 // reduces with block_reduce_sum and adds into y (zeroed first on the same stream) with one atomic.
-//   f32    N=1  ACCESS=4   one float of a and of b per load
-//   f32x4  N=4  ACCESS=16  one float4 (128-bit) of a and of b per load
 // Any n: scalar head + packs + scalar tail; when a and b are misaligned differently the N=1
 // kernel runs instead (LK_PATH_FALLBACK). The seed loads float4 before its bounds check.
 #include "labkit.cuh"
@@ -73,5 +71,5 @@ static int launch_dot(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int dot_f32(const lk_args* a, cudaStream_t s) { return launch_dot<1, 4>(a, s); }
-LK_EXPORT int dot_f32x4(const lk_args* a, cudaStream_t s) { return launch_dot<4, 16>(a, s); }
+// The exported launchers (`int dot_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/dot.py (labkit.build.export_source): `labkit list` prints them.

@@ -1,14 +1,9 @@
 // Embedding lookup, out[r, :] = weight[idx[r], :] (CATALOG §3, seed 004). One block per output
 // row; its threads copy the row in packs. One template covers every variant: T = element type,
-// N = elements per pack, ACCESS = bytes per load/store instruction.
-//   f32         N=1  ACCESS=4   seed baseline: one float per thread step
-//   f32x4       N=4  ACCESS=4   seed x4: four scalar float copies per thread step
-//   f32x4_pack  N=4  ACCESS=16  seed pack: one float4 (128-bit) load + store per thread step
-//   f16         N=1  ACCESS=2   one half per thread step
-//   f16x8       N=8  ACCESS=2   seed x8: eight scalar half copies per thread step
-//   f16x8_pack  N=8  ACCESS=16  seed pack: one 128-bit load + store of 8 halves
-//   f32x4_pack_r4, f16x8_pack_r4  beyond the seed: 4 rows per block, each thread loads its pack
-//               of all 4 rows before storing any (4 independent 128-bit loads in flight)
+// N = elements per pack, ACCESS = bytes per load/store instruction (N=4, ACCESS=4 is the seed's
+// "x4": four scalar copies; ACCESS=16 its "pack"). Beyond the seed, embedding_rows_kernel takes
+// ROWS rows per block: each thread loads its pack of every row before storing any (ROWS
+// independent 128-bit loads in flight).
 // Unlike the seed (blockDim = EmbSize / N, no checks), any EmbSize works: rows loop over their
 // packs, and a row whose index is outside [0, MaxV) is written as zeros, never read (the op's
 // validate hook reports such indices before a run). Vector path: EmbSize % N == 0 and weight and
@@ -96,11 +91,5 @@ static int launch_embedding(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int embedding_f32(const lk_args* a, cudaStream_t s) { return launch_embedding<float, 1, 4>(a, s); }
-LK_EXPORT int embedding_f32x4(const lk_args* a, cudaStream_t s) { return launch_embedding<float, 4, 4>(a, s); }
-LK_EXPORT int embedding_f32x4_pack(const lk_args* a, cudaStream_t s) { return launch_embedding<float, 4, 16>(a, s); }
-LK_EXPORT int embedding_f16(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 1, 2>(a, s); }
-LK_EXPORT int embedding_f16x8(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 2>(a, s); }
-LK_EXPORT int embedding_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 16>(a, s); }
-LK_EXPORT int embedding_f32x4_pack_r4(const lk_args* a, cudaStream_t s) { return launch_embedding<float, 4, 16, 4>(a, s); }
-LK_EXPORT int embedding_f16x8_pack_r4(const lk_args* a, cudaStream_t s) { return launch_embedding<__half, 8, 16, 4>(a, s); }
+// The exported launchers (`int embedding_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/embedding.py (labkit.build.export_source): `labkit list` prints them.

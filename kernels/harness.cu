@@ -1,5 +1,93 @@
-// Harness helpers compiled with the catalog: the CUDA error string for a launcher's negative
-// return code (the torch binding is built without CUDA headers, so it cannot call this itself).
+// Harness pieces compiled once per arch, beside the catalog (no torch):
+//  * lk_error_string: the CUDA error string for a launcher's negative return code;
+//  * the blocking kernel (nvbench's approach): it spins on a flag in pinned host memory, so every
+//    launch of a timed region is enqueued while the GPU waits, and no host cost can land between
+//    the start and stop events; a timeout ends the spin if the host never releases it (a crashed
+//    or stalled host must not hang the GPU), and says so;
+//  * lk_empty: a launch that does nothing, timed like a variant to measure the event floor.
 #include "labkit.cuh"
 
 LK_EXPORT const char* lk_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
+
+__device__ __forceinline__ uint64_t lk_globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// flag[0]: released by the host; flag[1]: set here when the spin timed out (read by the host).
+__global__ void lk_block_kernel(volatile int32_t* flag, uint64_t timeout_ns) {
+  const uint64_t t0 = lk_globaltimer();
+  while (flag[0] == 0) {
+    if (lk_globaltimer() - t0 > timeout_ns) {
+      flag[1] = 1;
+      return;
+    }
+  }
+}
+
+static int32_t* lk_flag = nullptr;  // pinned, mapped: the same address on host and device (UVA)
+
+// Enqueue the blocking kernel on `stream`. Returns 0, or a negative CUDA error code.
+LK_EXPORT int lk_block(cudaStream_t stream, double timeout_s) {
+  if (lk_flag == nullptr) {
+    void* p = nullptr;
+    cudaError_t err = cudaHostAlloc(&p, 2 * sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable);
+    if (err != cudaSuccess) return -static_cast<int>(err);
+    lk_flag = static_cast<int32_t*>(p);
+    lk_flag[1] = 0;
+  }
+  __atomic_store_n(&lk_flag[0], 0, __ATOMIC_SEQ_CST);
+  int32_t* dflag = nullptr;
+  cudaError_t err = cudaHostGetDevicePointer(reinterpret_cast<void**>(&dflag), lk_flag, 0);
+  if (err != cudaSuccess) return -static_cast<int>(err);
+  lk_block_kernel<<<1, 1, 0, stream>>>(dflag, static_cast<uint64_t>(timeout_s * 1e9));
+  return lk_launch_status();
+}
+
+// Release the blocking kernel: the enqueued work starts now, back to back.
+LK_EXPORT void lk_unblock() {
+  if (lk_flag) __atomic_store_n(&lk_flag[0], 1, __ATOMIC_SEQ_CST);
+}
+
+// After a synchronize: did a blocking kernel time out since the last call? (then clears it)
+LK_EXPORT int lk_block_timed_out() {
+  if (!lk_flag) return 0;
+  return __atomic_exchange_n(&lk_flag[1], 0, __ATOMIC_SEQ_CST);
+}
+
+__global__ void lk_empty_kernel() {}
+
+// The event floor: one block of one thread that does nothing, launched like a variant.
+LK_EXPORT int lk_empty(const lk_args*, cudaStream_t stream) {
+  lk_empty_kernel<<<1, 1, 0, stream>>>();
+  return lk_launch_status();
+}
+
+// The FP32 ceiling: 8 independent FFMA chains per thread (enough to hide the FMA latency at any
+// occupancy), unrolled so loop overhead is ~1 % of the issue slots. t[0] = out (f32, one per
+// thread: the sums are stored so nothing is dead code), i[0] = iterations, i[1] = blocks.
+constexpr int LK_FMA_CHAINS = 8;
+__global__ void lk_fma_kernel(float* out, int iters) {
+  float a[LK_FMA_CHAINS];
+#pragma unroll
+  for (int k = 0; k < LK_FMA_CHAINS; ++k) a[k] = threadIdx.x * 1e-7f + k;
+  const float b = 0.9999999f, c = 1e-7f;
+#pragma unroll 16
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int k = 0; k < LK_FMA_CHAINS; ++k) a[k] = fmaf(a[k], b, c);
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < LK_FMA_CHAINS; ++k) s += a[k];
+  out[int64_t(blockIdx.x) * blockDim.x + threadIdx.x] = s;
+}
+
+LK_EXPORT int lk_fma(const lk_args* args, cudaStream_t stream) {
+  const int iters = int(args->i[0]);
+  const int64_t blocks = args->i[1];
+  if (args->t[0].numel < blocks * 256) return -static_cast<int>(cudaErrorInvalidValue);
+  lk_fma_kernel<<<unsigned(blocks), 256, 0, stream>>>(lk_ptr<float>(args->t[0]), iters);
+  return lk_launch_status();
+}

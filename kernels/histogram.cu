@@ -1,10 +1,9 @@
 // Histogram of int32 values into `bins` int32 counts (CATALOG §4, seed 002). bins = numel of the
 // output; values outside [0, bins) are skipped (never counted, never written out of bounds).
 // The counts are zeroed on the launch stream first, since every variant accumulates with atomics.
-//   i32       N=1  ACCESS=4   seed: one element per thread, one global atomicAdd per element
-//   i32x4     N=4  ACCESS=16  seed vec4: one int4 load per thread, four global atomics
-//   i32x4_smem N=4 ACCESS=16  privatized: grid-stride int4 loads into per-warp-group shared
-//                             histograms, then one global atomic per nonzero bin per block
+// histogram_kernel<N, ACCESS>: the seed's, one global atomicAdd per element (N=4: one int4 load);
+// histogram_smem_kernel: privatized, grid-stride int4 loads into per-warp-group shared
+// histograms, then one global atomic per nonzero bin per block.
 // Any n and alignment: scalar head + packs + scalar tail (one input pointer is always
 // splittable). i32x4_smem falls back to i32x4 (LK_PATH_FALLBACK) when one copy of the
 // histogram does not fit in 48 KiB of shared memory (bins > 12288).
@@ -111,6 +110,5 @@ static int launch_histogram_smem(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int histogram_i32(const lk_args* a, cudaStream_t s) { return launch_histogram<1, 4>(a, s); }
-LK_EXPORT int histogram_i32x4(const lk_args* a, cudaStream_t s) { return launch_histogram<4, 16>(a, s); }
-LK_EXPORT int histogram_i32x4_smem(const lk_args* a, cudaStream_t s) { return launch_histogram_smem(a, s); }
+// The exported launchers (`int histogram_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/histogram.py (labkit.build.export_source): `labkit list` prints them.

@@ -214,11 +214,5 @@ static int launch_norm(const lk_args* args, cudaStream_t stream) {
   }
 }
 
-LK_EXPORT int layer_norm_f32(const lk_args* a, cudaStream_t s) { return launch_norm<false, float, 1>(a, s); }
-LK_EXPORT int layer_norm_f32x4(const lk_args* a, cudaStream_t s) { return launch_norm<false, float, 4>(a, s); }
-LK_EXPORT int layer_norm_f16(const lk_args* a, cudaStream_t s) { return launch_norm<false, __half, 1>(a, s); }
-LK_EXPORT int layer_norm_f16x8(const lk_args* a, cudaStream_t s) { return launch_norm<false, __half, 8>(a, s); }
-LK_EXPORT int rms_norm_f32(const lk_args* a, cudaStream_t s) { return launch_norm<true, float, 1>(a, s); }
-LK_EXPORT int rms_norm_f32x4(const lk_args* a, cudaStream_t s) { return launch_norm<true, float, 4>(a, s); }
-LK_EXPORT int rms_norm_f16(const lk_args* a, cudaStream_t s) { return launch_norm<true, __half, 1>(a, s); }
-LK_EXPORT int rms_norm_f16x8(const lk_args* a, cudaStream_t s) { return launch_norm<true, __half, 8>(a, s); }
+// The exported launchers (`int norm_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/norm.py (labkit.build.export_source): `labkit list` prints them.

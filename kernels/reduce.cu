@@ -2,10 +2,6 @@
 // covers every variant: T = input type (always accumulated in f32), N = elements per pack,
 // ACCESS = bytes per load. Each thread keeps U packs in flight per step, the block reduces with
 // block_reduce_sum, and one atomicAdd per block adds into y (zeroed first on the same stream).
-//   f32          N=1  ACCESS=4   one float per load
-//   f32x4        N=4  ACCESS=16  one float4 (128-bit) per load
-//   f16 / bf16   N=1  ACCESS=2   one half / bfloat16 per load, f32 accumulation
-//   f16x8_pack / bf16x8_pack  N=8  ACCESS=16  one 128-bit pack of 8 halves, f32 accumulation
 // Unlike the seed (one element per thread, one atomic per 128 elements, vec4 load before the
 // bounds check), the grid is capped at what the GPU holds at once: one atomic per resident block.
 // Any n and alignment: scalar head + packs + scalar tail (a single input pointer never needs the
@@ -65,9 +61,6 @@ static int launch_reduce(const lk_args* args, cudaStream_t stream) {
 }
 
 using bf16 = __nv_bfloat16;
-LK_EXPORT int reduce_sum_f32(const lk_args* a, cudaStream_t s) { return launch_reduce<float, 1, 4>(a, s); }
-LK_EXPORT int reduce_sum_f32x4(const lk_args* a, cudaStream_t s) { return launch_reduce<float, 4, 16>(a, s); }
-LK_EXPORT int reduce_sum_f16(const lk_args* a, cudaStream_t s) { return launch_reduce<__half, 1, 2>(a, s); }
-LK_EXPORT int reduce_sum_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_reduce<__half, 8, 16>(a, s); }
-LK_EXPORT int reduce_sum_bf16(const lk_args* a, cudaStream_t s) { return launch_reduce<bf16, 1, 2>(a, s); }
-LK_EXPORT int reduce_sum_bf16x8_pack(const lk_args* a, cudaStream_t s) { return launch_reduce<bf16, 8, 16>(a, s); }
+
+// The exported launchers (`int reduce_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/reduce.py (labkit.build.export_source): `labkit list` prints them.

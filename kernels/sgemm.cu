@@ -258,18 +258,21 @@ static int launch_128(const lk_args* args, cudaStream_t stream, GemmKernel fast,
   return lk_launch_status(vec ? LK_PATH_VECTOR : LK_PATH_FALLBACK);
 }
 
-LK_EXPORT int sgemm_tiled32(const lk_args* args, cudaStream_t stream) {
+static int launch_tiled32(const lk_args* args, cudaStream_t stream) {
   const Gemm g = gemm_args(args);
   sgemm_tiled_kernel<32><<<dim3(ceil_div(g.N, 32), ceil_div(g.M, 32)), dim3(32, 32), 0, stream>>>(
       g.A, g.B, g.C, g.M, g.N, g.K);
   return lk_launch_status();
 }
-LK_EXPORT int sgemm_tile128x8(const lk_args* a, cudaStream_t s) {
+static int launch_tile128x8(const lk_args* a, cudaStream_t s) {
   return launch_128(a, s, sgemm_128x8_kernel<true>, sgemm_128x8_kernel<false>, dim3(16, 16));
 }
-LK_EXPORT int sgemm_dbuf(const lk_args* a, cudaStream_t s) {
+static int launch_dbuf(const lk_args* a, cudaStream_t s) {
   return launch_128(a, s, sgemm_dbuf_kernel<true>, sgemm_dbuf_kernel<false>, dim3(16, 16));
 }
-LK_EXPORT int sgemm_warptile(const lk_args* a, cudaStream_t s) {
+static int launch_warptile(const lk_args* a, cudaStream_t s) {
   return launch_128(a, s, sgemm_warptile_kernel<true>, sgemm_warptile_kernel<false>, dim3(THREADS));
 }
+
+// The exported launchers (`int sgemm_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/sgemm.py (labkit.build.export_source): `labkit list` prints them.

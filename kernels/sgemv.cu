@@ -95,7 +95,5 @@ static int run_sgemv(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status();
 }
 
-LK_EXPORT int sgemv_k32(const lk_args* a, cudaStream_t s) { return run_sgemv<32, 1>(a, s); }
-LK_EXPORT int sgemv_k128(const lk_args* a, cudaStream_t s) { return run_sgemv<32, 4>(a, s); }
-LK_EXPORT int sgemv_k16(const lk_args* a, cudaStream_t s) { return run_sgemv<16, 1>(a, s); }
-LK_EXPORT int sgemv_k16x4(const lk_args* a, cudaStream_t s) { return run_sgemv<4, 4, 4>(a, s); }
+// The exported launchers (`int sgemv_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/sgemv.py (labkit.build.export_source): `labkit list` prints them.

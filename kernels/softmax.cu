@@ -178,8 +178,6 @@ static int launch_softmax(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status(path);
 }
 
-LK_EXPORT int softmax_f32(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 1, 4>(a, s); }
-LK_EXPORT int softmax_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax<float, 4, 16>(a, s); }
 
 // ================================== row-wise softmax ==========================================
 // Row in registers as f32: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block
@@ -331,14 +329,18 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 }
 
 // VEC-wide rows, 16-byte aligned: in registers or shared memory (lk_plan_row), or streamed.
-template <typename T, int VEC>
+// FLOATS (row values per thread) and THREADS (most threads per row) are tuning axes; 0 = the
+// measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit 32,
+// <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
+// 1024 x 2 took 71.6, shared memory 69.3)
+template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
-  // f32: 16 floats per thread (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit: 32,
-  // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
-  // 1024 x 2 took 71.6, shared memory 69.3)
   constexpr bool F32 = std::is_same_v<T, float>;
+  constexpr int floats = FLOATS ? FLOATS : (F32 ? 16 : 32);
+  constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
+  static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(K) * sizeof(T);
-  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, F32 ? 16 : 32, F32 ? LK_ROW_THREADS : 256, row_bytes);
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
   if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
@@ -350,7 +352,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
 }
 
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
-template <typename T, int VEC>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -368,18 +370,10 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<T, VEC>(x, y, rows, K, stream);
+    launch_rows_vec<T, VEC, FLOATS, THREADS>(x, y, rows, K, stream);
     return lk_launch_status();
   }
 }
 
-LK_EXPORT int softmax_rows_f32(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<float, 1>(a, s); }
-LK_EXPORT int softmax_rows_f32x4(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<float, 4>(a, s); }
-LK_EXPORT int softmax_rows_f16(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<__half, 1>(a, s); }
-LK_EXPORT int softmax_rows_f16x8(const lk_args* a, cudaStream_t s) { return launch_softmax_rows<__half, 8>(a, s); }
-LK_EXPORT int softmax_rows_bf16(const lk_args* a, cudaStream_t s) {
-  return launch_softmax_rows<__nv_bfloat16, 1>(a, s);
-}
-LK_EXPORT int softmax_rows_bf16x8(const lk_args* a, cudaStream_t s) {
-  return launch_softmax_rows<__nv_bfloat16, 8>(a, s);
-}
+// The exported launchers (`int softmax_<variant>(const lk_args*, cudaStream_t)`) are generated from the
+// variant lines of labkit/ops/softmax.py (labkit.build.export_source): `labkit list` prints them.

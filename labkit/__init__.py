@@ -1,36 +1,43 @@
-"""labkit: write, time and profile CUDA kernels from notebooks and the shell."""
-__version__ = "0.1.0"
+"""labkit: write, check, time and profile CUDA kernels from notebooks and the shell.
 
-from .errors import CompileError, ConfigError, LabkitError, NoGPUError  # noqa: E402,F401
-from .registry import get_op, ops as catalog  # noqa: E402,F401  (labkit.ops is the package of op modules)
+The public face (importing labkit does not import torch):
+    labkit.bench(op, variants, shapes=..., modes=...)   check + time, a DataFrame of records
+    labkit.call(op, variant, *tensors, **params)         one variant on your tensors
+    labkit.inline(op, name, source, kernel, dtype)       a kernel from a notebook cell as a variant
+    labkit.measure(fn, mode="cold")                      time any closure with labkit's harness
+    labkit.why(op, variant, shape)                       why a variant runs as fast as it does
+"""
+from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
+from .registry import get_op, ops as catalog  # noqa: F401  (labkit.ops is the package of op modules)
+from .version import __version__  # noqa: F401
 
 
-def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), out=None, progress=True, offset=0,
-          kernel_time=False, **rule):
-    """Check and time `variants` of `op` over `shapes`; returns a DataFrame (and writes `out`,
-    .csv/.json/.jsonl, if given). `rule` overrides the StopRule (e.g. budget_s=0.5); `kernel_time`
-    also records CUPTI kernel durations (kernel_us), the number Nsight Systems reports."""
-    from .ranges import nvtx_range
-    from .records import ResultLog, save
-    from .runner import Runner, expand
-    from .stats import StopRule
-    from .sweeps import run_configs
+def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=None, out=None, progress=True,
+          offset=0, kernel_time=True, energy=False, workers=True, gpus=None, axes=None, **rule):
+    """Check and time `variants` of `op` over `shapes` and `modes`; returns a DataFrame (and writes
+    `out`, .csv/.json/.jsonl, if given: the path is checked before anything runs). `rule` overrides
+    the StopRule (e.g. budget_s=0.5). Runs in worker processes (one per GPU of `gpus`, default all)
+    unless workers=False; `axes` sweeps tuning axes, e.g. {"block": [128, 256, 512]}."""
+    from .config import plan
+    from .records import ResultLog, check_output, save
+    from .session import run
 
-    o = get_op(op)
-    runner = Runner(StopRule(**rule), ResultLog(), kernel_time=kernel_time)
-    configs = expand(o, variants, dtype, shapes, (modes,) if isinstance(modes, str) else tuple(modes))
-    with nvtx_range(f"bench {o.name}"), nvtx_range(o.name):
-        run_configs(runner, o, configs, o.name, offset=offset, progress=progress)
     if out:
-        save(runner.log.rows, out)
-    return runner.log.frame()
+        check_output(out)
+    configs = plan(op, variants, dtype, shapes, modes, width, offset, rule, axes=axes)
+    log = ResultLog()
+    run(configs, log, title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
+        kernel_time=kernel_time, energy=energy)
+    if out:
+        save(log.rows, out)
+    return log.frame()
 
 
-def call(op, variant, *inputs):
-    """Run one variant on your tensors; returns the output(s)."""
-    from .runner import call as _call
+def call(op, variant, *inputs, sync=False, check=False, **params):
+    """Run one variant on your tensors; returns the output(s). See labkit.calls.call."""
+    from .calls import call as _call
 
-    return _call(op, variant, *inputs)
+    return _call(op, variant, *inputs, sync=sync, check=check, **params)
 
 
 def inline(op, name, source, kernel, dtype, width=1, block=256):
@@ -38,3 +45,13 @@ def inline(op, name, source, kernel, dtype, width=1, block=256):
     from .inline_kernel import inline_variant
 
     return inline_variant(op, name, source, kernel, dtype, width, block)
+
+
+def measure(fn, mode="cold", **rule):
+    """Time `fn()` (GPU work on the current stream) with labkit's harness: warm-up, the blocking
+    kernel, L2 flush (cold) or CUDA graph (hot), adaptive sampling. Returns a Measurement
+    (`.summary.median` seconds, `.samples_s`, `.stop_reason`). triton's do_bench counterpart."""
+    from .config import make_rule
+    from .timing import measure as _measure
+
+    return _measure(fn, mode, make_rule(None, **rule))

@@ -1,9 +1,17 @@
-"""Builds kernel libraries and the torch binding with torch.utils.cpp_extension (ninja).
+"""Builds kernel libraries with torch.utils.cpp_extension (ninja).
 
-Every build lives in a folder named by a hash of everything that shapes its output (sources and
-the headers they include, flags, target arch, torch and CUDA versions). A folder is used only if
-it holds the `ok` marker written after a successful build, so a stale or failed build is never
-served, and a failed rebuild leaves the previous library loaded and usable.
+A kernel family's library is its `.cu` plus an export table generated from the family's variant
+lines (`export_source`): one `LK_EXPORT int <op>_<variant>(const lk_args*, cudaStream_t)` per
+variant, calling the launcher expression the registry derived. Every build lives in a folder named
+by a hash of everything that shapes its output (the generated text, the family file and the shared
+headers, flags, target arch, torch and CUDA versions). A folder is used only if it holds the `ok`
+marker written after a successful build, so a stale or failed build is never served, and a failed
+rebuild leaves the previous library loaded and usable.
+
+Recovery: builds of one folder are serialised by an OS file lock (released when its process dies),
+so a lock left by a killed build is taken over with a message; a wait for another live build says
+so and is bounded; a library that fails to load is rebuilt once, then the error names the folder.
+Only plain values reach ninja's shell command lines (paths.safe_path, `check_arch`).
 """
 from __future__ import annotations
 
@@ -11,69 +19,68 @@ import ctypes
 import hashlib
 import os
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CompileError, ConfigError, ToolMissingError
+from .errors import BuildError, CompileError, ConfigError, ToolMissingError
+from .paths import KERNELS_DIR, cache_root
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
-BINDING_SRC = Path(__file__).resolve().parent / "csrc" / "binding.cpp"
 NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr")
+LOCK_WAIT_S = 900            # longest wait for another process's build of the same folder
 
 _lock = threading.RLock()
-_libraries: dict[Path, "Library"] = {}
-_binding_loaded = False
+_libraries: dict = {}
 
 # nvcc: "path/file.cu(12): error: ..."; gcc/ld: "path/file.cpp:12:5: error: ..."
 _ERROR_RE = re.compile(r"^(?P<file>[^\s:()]+)\((?P<line>\d+)\): (?:catastrophic )?error:? ?(?P<msg>.*)$"
                        r"|^(?P<file2>[^\s:()]+):(?P<line2>\d+):\d+: (?:fatal )?error: (?P<msg2>.*)$", re.M)
+_ARCH = re.compile(r"\d{2,3}[a-z]?")
 
 
-def cache_root() -> Path:
-    root = Path(os.environ.get("LABKIT_CACHE", Path.home() / ".cache" / "labkit"))
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+def check_arch(arch: str) -> str:
+    """'90', '90a', '80,90': compute capabilities as digits with an optional letter."""
+    parts = [a for a in re.split(r"[,;]", str(arch).strip()) if a]
+    if not parts or not all(_ARCH.fullmatch(a) for a in parts):
+        raise ConfigError(f"LABKIT_ARCH / arch {arch!r} is not a compute capability list: use digits with an "
+                          "optional letter, e.g. 90, 90a or 80,90")
+    return ",".join(parts)
 
 
 def target_arch() -> str:
     """Compute capability to build for: $LABKIT_ARCH (e.g. '90'), else the GPU that is present."""
     env = os.environ.get("LABKIT_ARCH")
     if env:
-        return env
-    import torch
+        return check_arch(env)
+    from .device import properties
 
-    if not torch.cuda.is_available():
-        from .device import require_gpu
-
-        require_gpu()
-    major, minor = torch.cuda.get_device_capability()
-    return f"{major}{minor}"
+    return properties()["arch"]
 
 
-def arch_flags(arch: str) -> list[str]:
-    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in arch.replace(",", ";").split(";") if a]
+def arch_flags(arch: str) -> list:
+    return [f"-gencode=arch=compute_{a},code=sm_{a}" for a in check_arch(arch).split(",")]
 
 
 def _toolchain_key() -> str:
     import torch
 
-    return f"torch={torch.__version__};cuda={torch.version.cuda};nvcc={_nvcc_path()}"
+    from .toolkit import nvcc_path
+
+    try:
+        nvcc = nvcc_path()
+    except ToolMissingError:
+        nvcc = "none"
+    return f"torch={torch.__version__};cuda={torch.version.cuda};nvcc={nvcc}"
 
 
-def _nvcc_path() -> str:
-    from torch.utils.cpp_extension import CUDA_HOME
-
-    return str(Path(CUDA_HOME or "/usr/local/cuda") / "bin" / "nvcc")
-
-
-def build_key(sources: list[Path], flags: list[str]) -> str:
+def build_key(sources: list, flags: list, deps=()) -> str:
     h = hashlib.sha256()
-    # every shared header of kernels/ (labkit.cuh, rows.cuh, lk_abi.h): an edit to one rebuilds all
-    for p in [*sources, *sorted(KERNELS_DIR.glob("*.cuh")), *sorted(KERNELS_DIR.glob("*.h"))]:
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
+    # every shared header of kernels/ (labkit.cuh, lk_abi.h): an edit to one rebuilds all
+    for p in [*sources, *deps, *sorted(KERNELS_DIR.glob("*.cuh")), *sorted(KERNELS_DIR.glob("*.h"))]:
+        h.update(Path(p).name.encode())
+        h.update(Path(p).read_bytes())
     h.update(repr(flags).encode())
     h.update(_toolchain_key().encode())
     return h.hexdigest()[:16]
@@ -93,13 +100,33 @@ def parse_compile_error(log: str) -> CompileError:
     return CompileError(msg + (f"\n{detail}" if detail else ""), file=file, line=line, log=log)
 
 
-def _clear_stale_lock(build_dir: Path) -> None:
-    # cpp_extension's FileBaton waits forever on a lock left by a killed build.
-    lock = build_dir / "lock"
-    if lock.exists() and time.time() - lock.stat().st_mtime > 300:
-        lock.unlink(missing_ok=True)
+# ---- the generated export table -------------------------------------------------------------------
+def export_source(family: str, exports) -> str:
+    """The .cu text of a family library: the family file, then one exported launcher per
+    (symbol, launcher expression)."""
+    path = KERNELS_DIR / family
+    lines = [f'#include "{path.name}"', "// generated by labkit.build.export_source from the op modules' variant lines"]
+    for symbol, launch in exports:
+        if not re.fullmatch(r"[A-Za-z_]\w*", symbol):
+            raise ConfigError(f"launcher symbol {symbol!r} is not a C identifier")
+        lines.append(f"LK_EXPORT int {symbol}(const lk_args* a, cudaStream_t s) {{ return {launch}(a, s); }}")
+    return "\n".join(lines) + "\n"
 
 
+def generated(family: str, exports, tag: str = "") -> Path:
+    """Write the family's generated source into the cache (named by its content) and return it."""
+    text = export_source(family, exports)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    out = cache_root() / "gen" / f"{Path(family).stem}{tag}-{digest}.cu"
+    if not out.exists() or out.read_text() != text:
+        out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(out)
+    return out
+
+
+# ---- libraries ------------------------------------------------------------------------------------
 @dataclass
 class Library:
     """A built kernel library: launcher addresses by symbol."""
@@ -119,8 +146,9 @@ class Library:
         try:
             fn = getattr(self.handle(), symbol)
         except AttributeError:
-            raise ConfigError(f"launcher {symbol!r} is not exported by {self.name} "
-                              f"(declare it with LK_EXPORT in the kernel source)") from None
+            raise ConfigError(f"launcher {symbol!r} is not exported by {self.name} ({self.path.parent}); "
+                              "a shipped variant's launcher comes from its V(...) line, an inline one from its "
+                              "launcher template") from None
         return ctypes.cast(fn, ctypes.c_void_p).value
 
 
@@ -128,84 +156,135 @@ def _require_toolkit():
     import torch
     from torch.utils import cpp_extension
 
+    from .toolkit import cuda_home
+
     if not torch.backends.cuda.is_built():
         raise ToolMissingError(f"this torch ({torch.__version__}) is a CPU-only build: kernels need a CUDA build of torch")
-    if not cpp_extension.CUDA_HOME or not Path(_nvcc_path()).exists():
-        raise ToolMissingError("nvcc was not found: install the CUDA toolkit or set CUDA_HOME to its folder")
+    home = cuda_home()
+    if cpp_extension.CUDA_HOME != str(home):
+        cpp_extension.CUDA_HOME = str(home)
     return cpp_extension
 
 
-def build_library(name: str, sources: list[Path], arch: str | None = None, verbose: bool = False) -> Library:
-    """Build (or reuse) the shared library of `sources`; raise CompileError with file and line."""
+def _owned(path: Path) -> None:
+    """Refuse a build folder or library another user owns or others may write (a planted .so)."""
+    if not hasattr(os, "getuid") or not path.exists():
+        return
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise BuildError(f"{path} is owned by uid {st.st_uid} (mode {oct(st.st_mode & 0o777)}); labkit loads only "
+                         "libraries of its own user that others cannot write. Remove it, or set LABKIT_CACHE to a "
+                         "private folder")
 
-    arch = arch or target_arch()
+
+class _FolderLock:
+    """An OS lock on one build folder (filelock: released when its holder dies), with a visible,
+    bounded wait. Inside it, cpp_extension's own `lock` file can only be left over from a killed
+    build, and is taken over."""
+
+    def __init__(self, build_dir: Path, wait_s: float = LOCK_WAIT_S):
+        from filelock import FileLock
+
+        self.dir, self.wait_s = build_dir, wait_s
+        self.lock = FileLock(str(build_dir / ".labkit.lock"))
+        self.owner = build_dir / ".labkit.owner"
+
+    def __enter__(self):
+        from filelock import Timeout
+
+        t0, told = time.monotonic(), False
+        while True:
+            try:
+                self.lock.acquire(timeout=2)
+                break
+            except Timeout:
+                waited = time.monotonic() - t0
+                who = self.owner.read_text().strip() if self.owner.exists() else "another process"
+                if not told:
+                    print(f"labkit: waiting for {who} to finish building {self.dir.name} (up to {self.wait_s:.0f} s)",
+                          file=sys.stderr)
+                    told = True
+                if waited > self.wait_s:
+                    raise BuildError(f"{who} has been building {self.dir} for {waited:.0f} s; if it is not running, "
+                                     f"remove {self.dir / '.labkit.lock'}") from None
+        self.owner.write_text(f"pid {os.getpid()}")
+        stale = self.dir / "lock"
+        if stale.exists():
+            print(f"labkit: took over a stale build lock in {self.dir} (the build that left it is gone)", file=sys.stderr)
+            stale.unlink(missing_ok=True)
+        return self
+
+    def __exit__(self, *exc):
+        self.owner.unlink(missing_ok=True)
+        self.lock.release()
+
+
+def build_library(name: str, sources: list, arch: str | None = None, deps=(), verbose: bool = False) -> Library:
+    """Build (or reuse) the shared library of `sources` (`deps`: files they include that the
+    key must cover); raise CompileError with file and line."""
+    arch = check_arch(arch or target_arch())
     sources = [Path(s).resolve() for s in sources]
     for s in sources:
         if not s.exists():
             raise ConfigError(f"kernel source {s} does not exist")
     flags = [*NVCC_FLAGS, *arch_flags(arch)]
-    key = build_key(sources, flags)
-    build_dir = cache_root() / f"{name}-sm{arch}-{key}"
+    key = build_key(sources, flags, deps)
+    build_dir = cache_root() / f"{name}-sm{arch.replace(',', '_')}-{key}"
     with _lock:
         if build_dir in _libraries:
             return _libraries[build_dir]
-        mod = f"lk_{name}_{key}"
-        so = build_dir / f"{mod}.so"
         t0 = time.perf_counter()
-        if not (build_dir / "ok").exists():
-            cpp_extension = _require_toolkit()
-            build_dir.mkdir(parents=True, exist_ok=True)
-            _clear_stale_lock(build_dir)
+        for attempt in (1, 2):
+            so = _build(name, key, sources, flags, build_dir, verbose)
+            lib = Library(name, so, key, time.perf_counter() - t0)
             try:
-                cpp_extension.load(name=mod, sources=[str(s) for s in sources], extra_cuda_cflags=flags,
-                                   extra_include_paths=[str(KERNELS_DIR)], build_directory=str(build_dir),
-                                   is_python_module=False, with_cuda=True, verbose=verbose)
-            except RuntimeError as e:
-                raise parse_compile_error(str(e)) from None
-            (build_dir / "ok").write_text(key)
-        lib = Library(name, so, key, time.perf_counter() - t0)
-        lib.handle()
+                _owned(build_dir)
+                _owned(so)
+                lib.handle()
+                break
+            except OSError as e:
+                # a truncated or foreign .so behind an `ok` marker: rebuild once, then say where
+                (build_dir / "ok").unlink(missing_ok=True)
+                so.unlink(missing_ok=True)
+                if attempt == 2:
+                    raise BuildError(f"the library in {build_dir} does not load after a rebuild: {e}") from None
+                print(f"labkit: {so.name} in {build_dir} does not load ({e}); rebuilding it", file=sys.stderr)
         _libraries[build_dir] = lib
         return lib
 
 
-def load_binding(verbose: bool = False) -> None:
-    """Build once per torch/CUDA version and register torch.ops.labkit.launch."""
-    global _binding_loaded
-    import torch
-    from torch.utils import cpp_extension
-
-    with _lock:
-        if _binding_loaded:
-            return
-        key = build_key([BINDING_SRC], ["binding"])
-        build_dir = cache_root() / f"binding-{key}"
-        mod = f"lk_binding_{key}"
-        if (build_dir / "ok").exists():
-            torch.ops.load_library(str(build_dir / f"{mod}.so"))
-        else:
-            build_dir.mkdir(parents=True, exist_ok=True)
-            _clear_stale_lock(build_dir)
-            try:
-                cpp_extension.load(name=mod, sources=[str(BINDING_SRC)], extra_include_paths=[str(KERNELS_DIR)],
-                                   build_directory=str(build_dir), is_python_module=False, with_cuda=False,
-                                   verbose=verbose)
-            except RuntimeError as e:
-                raise parse_compile_error(str(e)) from None
-            (build_dir / "ok").write_text(key)
-        _binding_loaded = True
+def _build(name, key, sources, flags, build_dir: Path, verbose: bool) -> Path:
+    mod = f"lk_{name}_{key}"
+    so = build_dir / f"{mod}.so"
+    if (build_dir / "ok").exists():
+        return so
+    cpp_extension = _require_toolkit()
+    build_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _FolderLock(build_dir):
+        if (build_dir / "ok").exists():  # another process built it while we waited
+            return so
+        try:
+            cpp_extension.load(name=mod, sources=[str(s) for s in sources], extra_cuda_cflags=flags,
+                               extra_include_paths=[str(KERNELS_DIR)], build_directory=str(build_dir),
+                               is_python_module=False, with_cuda=True, verbose=verbose)
+        except RuntimeError as e:
+            raise parse_compile_error(str(e)) from None
+        (build_dir / "ok").write_text(key)
+    return so
 
 
-def build_all(arch: str | None = None) -> dict[str, Library]:
-    """Build the binding and every kernel file of the catalog in parallel (cold build)."""
+def family_library(family: str, exports, arch: str | None = None, tag: str = "") -> Library:
+    """The library of a kernel family with the given export table."""
+    src = generated(family, exports, tag)
+    return build_library(f"{Path(family).stem}{tag}", [src], arch, deps=[KERNELS_DIR / family])
+
+
+def build_all(families: dict, arch: str | None = None) -> dict:
+    """Build every family library (families: file -> exports) and the harness, in parallel."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .registry import ops
-
     arch = arch or target_arch()
-    sources = sorted({KERNELS_DIR / op.source for op in ops().values()} | {KERNELS_DIR / "harness.cu"})
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        binding = pool.submit(load_binding)
-        libs = {s.stem: pool.submit(build_library, s.stem, [s], arch) for s in sources}
-        binding.result()
-        return {k: f.result() for k, f in libs.items()}
+        jobs = {Path(f).stem: pool.submit(family_library, f, ex, arch) for f, ex in families.items()}
+        jobs["harness"] = pool.submit(build_library, "harness", [KERNELS_DIR / "harness.cu"], arch)
+        return {k: f.result() for k, f in jobs.items()}

@@ -1,105 +1,109 @@
-"""The `labkit` command. With no arguments: seed 000's elementwise-add table on this GPU."""
+"""The `labkit` command. With no arguments: seed 000's elementwise-add table on this GPU, or a short
+summary of the recorded results without one. Every subcommand builds Configs (labkit.config) and
+hands them to the one run loop (labkit.session)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 import sys
 
-from .errors import LabkitError
-from .ranges import nvtx_range
-
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+from .errors import ConfigError, LabkitError
+from .timing import MODES
 
 EPILOG = """examples:
-  labkit                                   seed 000's add table on this GPU
-  labkit list                              ops, variants, dtypes, vector widths
-  labkit bench add -v f16x8,f16x8_pack,torch -s 4096x4096 --mode cold hot
-  labkit bench copy -s 1MiB 64MiB 1GiB --csv copy.csv
-  labkit sweep access-width -o results/my-gpu/access-width.jsonl
-  labkit sass add                          registers and load/store widths (no GPU needed)
+  labkit                                   seed 000's add table on this GPU (a summary without one)
+  labkit list                              ops, variants, dtypes, vector widths, tuning axes
+  labkit bench add -v f16x8,f16x8_pack -s 4096x4096 --mode cold hot
+  labkit bench add -d f16 -w 8 --axis block=128,256,512
+  labkit sweep seed000 --gpus all          every GPU of this host, one worker each
+  labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
+  labkit why add f16x8 4096x4096           why a variant runs as fast as it does
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
 
-Every run is checked against a torch reference before it is timed; a variant that
-fails its check is reported as FAILED and never shown with a time."""
+Every run is checked against a float64 reference before it is timed, and again after; a variant
+that fails is reported as FAILED and never shown with a time. Times are CUDA events behind a
+blocking kernel (no host cost inside) with the kernels' own CUPTI time beside them."""
 
 
 def _parser() -> argparse.ArgumentParser:
+    from .version import __version__
+
     p = argparse.ArgumentParser(prog="labkit", description="Write, check, time and profile CUDA kernels.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="store_true", help="print labkit's version, commit, torch and CUDA")
+    p.add_argument("--all", action="store_true", help="without a GPU: the full recorded table, not the summary")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
-    b = sub.add_parser("bench", help="check and time variants of one op over shapes",
-                       description="Check and time chosen variants of one op over shapes; prints a table like the seed's.")
+    b = sub.add_parser("bench", help="check and time variants of one op over shapes")
     b.add_argument("op", help="op name (see `labkit list`)")
-    b.add_argument("-v", "--variants", help="comma-separated variant names (default: all, plus torch)")
+    b.add_argument("-v", "--variants", help="comma-separated variant names (default: all; torch always runs)")
     b.add_argument("-d", "--dtype", help="only variants of this dtype (f32, f16, bf16, ...)")
-    b.add_argument("-w", "--width", type=int, help="only variants of this vector width (elements per thread "
-                                                    "step; needs --dtype), plus torch")
+    b.add_argument("-w", "--width", type=int, help="only variants of this vector width (needs --dtype)")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
+    b.add_argument("--mode", nargs="+", default=["cold"], choices=MODES,
+                   help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
+    b.add_argument("--offset", type=int, default=0, help="start tensors this many elements into their buffer")
+    b.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
+                   help="sweep a tuning axis, e.g. block=128,256,512 (see `labkit list OP`)")
     _common(b)
-    b.add_argument("--offset", type=int, default=0, help="start tensors this many elements into their buffer "
-                                                          "(misaligned views)")
 
-    s = sub.add_parser("sweep", help="run a declared sweep into a result file (resumable)",
-                       description="Run a declared sweep; rows are appended as they finish, so an interrupted "
-                                   "sweep resumes where it stopped.")
+    s = sub.add_parser("sweep", help="run a declared sweep into a result file (resumable)")
     s.add_argument("name", nargs="?", help="sweep name (omit to list them)")
     s.add_argument("-o", "--out", help="result file (.jsonl; default results/<gpu>/<sweep>.jsonl)")
-    _common(s, modes=False)
+    s.add_argument("--cluster", help="run on a Dask cluster: local-cuda (one worker per GPU) or tcp://HOST:8786")
+    _common(s)
 
-    ls = sub.add_parser("list", help="list ops and their variants")
+    ls = sub.add_parser("list", help="list ops, their variants and tuning axes")
     ls.add_argument("op", nargs="?")
     sa = sub.add_parser("sass", help="registers and global load/store widths per variant (needs nvcc, no GPU)")
     sa.add_argument("op", nargs="?", default="add")
     sa.add_argument("--arch", default="90", help="compute capability, e.g. 80 or 90 (default 90)")
-    pk = sub.add_parser("peak", help="measure this GPU's copy bandwidth (cached per device)")
+    sa.add_argument("--diff", nargs=2, metavar=("A", "B"), help="two variants' SASS side by side")
+    pk = sub.add_parser("peak", help="this GPU's measured ceilings (copy peak, L2, FMA, event floor)")
     pk.add_argument("--remeasure", action="store_true")
     sub.add_parser("build", help="build the whole catalog now and report the build time")
     r = sub.add_parser("recorded", help="show results recorded on real GPUs (no GPU needed)")
     r.add_argument("path", nargs="?", help="a result file or folder (default: results/)")
-    pr = sub.add_parser("profile", help="run a bench or sweep under Nsight Systems (or a variant under Nsight "
-                                        "Compute) and compare with labkit's times",
-                        description="Run a bench (op, -v, -s, --mode) or --sweep under `nsys profile --trace=cuda,nvtx`, "
-                                    "then print the NVTX ranges, the kernels in each config's timed range and labkit's "
-                                    "time next to Nsight's. With --ncu: Nsight Compute metrics of each -v variant at the "
-                                    "first -s shape, next to labkit's byte model.")
-    pr.add_argument("op", nargs="?", help="op name (or use --sweep)")
-    pr.add_argument("-v", "--variants", help="comma-separated variant names (default: all, plus torch)")
-    pr.add_argument("-d", "--dtype", help="only variants of this dtype")
-    pr.add_argument("-s", "--shapes", nargs="+", help="shapes (default: the op's)")
-    pr.add_argument("--mode", nargs="+", default=["cold"], choices=["cold", "hot"])
-    pr.add_argument("--sweep", help="profile a declared sweep instead of a bench")
-    pr.add_argument("--ncu", action="store_true", help="Nsight Compute metrics instead of an Nsight Systems run")
-    pr.add_argument("--budget", type=float, default=0.2, help="seconds of sampling per configuration (default 0.2)")
-    pr.add_argument("-o", "--out", help="folder for the report, its exports and labkit's records (default: a temp dir)")
-    pr.add_argument("--save", help="also write the summary tables (csv + meta.json) here, for recorded mode")
-    pr.add_argument("--nsys", help="path to nsys (default: PATH, $LABKIT_NSYS, the Nsight install folders)")
-    pr.add_argument("--ncu-path", help="path to ncu (default: PATH, $LABKIT_NCU, the Nsight install folders)")
-    pr.add_argument("--timeout", type=float, default=600, help="seconds before the profiler is stopped (600)")
+    w = sub.add_parser("why", help="a diagnosis card: why a variant runs as fast as it does")
+    w.add_argument("op")
+    w.add_argument("variant")
+    w.add_argument("shape", nargs="?")
+    w.add_argument("-d", "--dtype")
+    w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
+    from .nsight.cli import add_profile_parser
+
+    add_profile_parser(sub)
     return p
 
 
-def _common(p, modes=True):
-    if modes:
-        p.add_argument("--mode", nargs="+", default=["cold"], choices=["cold", "hot"],
-                       help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
+def _common(p):
     p.add_argument("--budget", type=float, default=1.0, help="seconds of sampling per configuration (default 1)")
     p.add_argument("--noise", type=float, default=0.005, help="stop when relative noise is below this (0.005)")
-    p.add_argument("--kernel-time", action="store_true",
-                   help="also record each config's kernel duration from CUPTI (torch.profiler), as Nsight reports it")
-    p.add_argument("--csv", help="also write the rows as CSV")
-    p.add_argument("--json", help="also write the rows as JSON")
+    p.add_argument("--no-kernel-time", dest="kernel_time", action="store_false",
+                   help="skip the CUPTI kernel time (it is recorded by default where CUPTI is free)")
+    p.add_argument("--energy", action="store_true", help="also sample power and energy with NVML")
+    p.add_argument("--gpus", default=None, help="GPUs to spread the run over: all, or indices like 0,1 (default all)")
+    p.add_argument("--in-process", action="store_true",
+                   help="measure in this process instead of worker processes (a kernel fault ends the run)")
+    p.add_argument("--csv", help="also write the rows as CSV (checked before anything runs)")
+    p.add_argument("--json", help="also write the rows as JSON (checked before anything runs)")
 
 
 def _rule(a):
-    from .stats import StopRule
+    from .config import make_rule
 
-    if a.budget <= 0:
-        raise LabkitError("--budget must be > 0 seconds")
-    return StopRule(noise_target=a.noise, budget_s=a.budget)
+    return make_rule(budget_s=a.budget, noise_target=a.noise)
 
 
-def _write(rows, a):
+def _outputs(a) -> None:
+    from .records import check_output
+
+    if a.csv:
+        check_output(a.csv, (".csv",), "--csv")
+    if a.json:
+        check_output(a.json, (".json",), "--json")
+
+
+def _write(rows, a) -> None:
     from .records import save
 
     for path in (a.csv, a.json):
@@ -107,63 +111,62 @@ def _write(rows, a):
             print(f"wrote {save(rows, path)}")
 
 
-def cmd_bench(a):
+def _axes(specs) -> dict:
+    out = {}
+    for spec in specs:
+        name, _, vals = spec.partition("=")
+        try:
+            out[name.strip()] = [int(x) for x in vals.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--axis {spec!r}: expected NAME=V1,V2 with integer values") from None
+        if not out[name.strip()]:
+            raise ConfigError(f"--axis {spec!r}: give at least one value")
+    return out
+
+
+def _run(configs, a, title, log=None):
     from .records import ResultLog
-    from .registry import get_op
-    from .runner import Runner, expand
-    from .sweeps import run_configs
+    from .session import run
+
+    log = log if log is not None else ResultLog()
+    run(configs, log, title=title, workers=not a.in_process, gpus=a.gpus, kernel_time=a.kernel_time,
+        energy=a.energy, cluster=getattr(a, "cluster", None))
+    return log.rows
+
+
+def cmd_bench(a):
+    from .config import plan
     from .tables import pivot_table, seed_table
 
-    op = get_op(a.op)
-    variants = a.variants.split(",") if a.variants else None
-    if a.width is not None:
-        if not a.dtype:
-            raise LabkitError("--width needs --dtype: vector widths are per dtype (see `labkit list`)")
-        variants = [v.name for v in op.variant_by_width(a.dtype, a.width)] + ["torch"]
-    configs = expand(op, variants, a.dtype, a.shapes, tuple(a.mode))
-    from .device import require_gpu
-
-    rule = _rule(a)
-    require_gpu()
-    runner = Runner(rule, ResultLog(), kernel_time=a.kernel_time)
-    with nvtx_range(f"bench {op.name}"), nvtx_range(op.name):
-        run_configs(runner, op, configs, op.name, offset=a.offset)
-    rows = runner.log.rows
+    if a.width is not None and not a.dtype:
+        raise ConfigError("--width needs --dtype: vector widths are per dtype (see `labkit list`)")
+    _outputs(a)
+    configs = plan(a.op, a.variants, a.dtype, a.shapes, tuple(a.mode), a.width, a.offset, _rule(a),
+                   axes=_axes(a.axis) or None)
+    rows = _run(configs, a, f"bench {configs[0].op}")
     print(seed_table(rows))
-    if len(op.shape_axes) == 1:
+    if len(configs[0].spec.shape_axes) == 1:
         print(pivot_table(rows))
     _write(rows, a)
-    return 0 if all(r["status"] == "ok" for r in rows) else 1
-
-
-def default_out(sweep_name: str):
-    from pathlib import Path
-
-    from .device import properties
-
-    slug = "".join(c if c.isalnum() else "-" for c in properties()["gpu"].lower()).strip("-")
-    return Path("results") / slug / f"{sweep_name}.jsonl"
+    return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
 
 
 def cmd_sweep(a):
-    from .sweeps import SWEEPS, get_sweep, run_sweep
+    from .records import ResultLog, check_output
+    from .sweeps import SWEEPS, default_out, get_sweep
+    from .tables import pivot_table, seed_table
 
     if not a.name:
         for s in SWEEPS.values():
             print(f"{s.name:14} {s.description}")
         return 0
     sweep = get_sweep(a.name)
-    from .device import require_gpu
-    from .records import ResultLog
-    from .runner import Runner
-    from .tables import pivot_table, seed_table
-
-    rule = _rule(a)
-    require_gpu()
+    if a.out:
+        check_output(a.out, (".jsonl",), "sweep file (-o; rows are appended as they are measured: use --csv for a CSV copy)")
+    _outputs(a)
     out = a.out or default_out(sweep.name)
-    runner = Runner(rule, ResultLog(out), kernel_time=a.kernel_time)
-    run_sweep(sweep, runner)
-    rows = runner.log.rows
+    log = ResultLog(out)
+    rows = _run(sweep.configs(_rule(a)), a, f"sweep {sweep.name}", log)
     print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))
     print(f"rows in {out}")
     _write(rows, a)
@@ -174,26 +177,34 @@ def cmd_list(a):
     from .registry import get_op, ops
 
     for op in [get_op(a.op)] if a.op else ops().values():
-        print(f"{op.name}: {op.title}  (kernels/{op.source}; shape {'x'.join(op.shape_axes)})")
+        print(f"{op.name}: {op.title}  (kernels/{op.source}; shape {'x'.join(op.shape_axes)}; {op.bound}-bound)")
         for v in op.variants_for(include_torch=False):
             print(f"  {v.name:14} {v.dtype:5} width {v.width:<3} {v.access:>2} B/access  {v.note}")
         print(f"  {'torch':14} {'any':5} baseline")
+        for name, (default, values) in op.axes.items():
+            print(f"  axis {name}: {', '.join(map(str, values))} (default {default})")
     return 0
 
 
 def cmd_sass(a):
-    from .sass import report
+    from . import sass
 
-    print(report(a.op, a.arch).to_string(index=False))
+    if a.diff:
+        print(sass.diff_text(a.op, *a.diff, arch=a.arch))
+        return 0
+    print(sass.report(a.op, a.arch).to_string(index=False))
     return 0
 
 
 def cmd_peak(a):
-    from .device import copy_peak
+    from .ceilings import device_facts
 
-    p = copy_peak(remeasure=a.remeasure)
-    print(f"{p['gpu']}: copy peak {p['peak_gbps']:.0f} GB/s (torch copy {p['torch_copy_gbps']:.0f}, "
-          f"labkit w16 {p['labkit_w16_gbps']:.0f}; bytes read + written; measured {p['date']})")
+    f = device_facts(remeasure=a.remeasure)
+    fl = f["floor"]
+    print(f"{f['gpu']}: copy peak {f['copy_peak_gbps']:.0f} GB/s (torch copy {f['torch_copy_gbps']:.0f}, labkit w16 "
+          f"{f['labkit_w16_gbps']:.0f}; bytes read + written), L2 {f['l2_gbps']:.0f} GB/s, FP32 FMA {f['fma_tflops']:.1f} "
+          f"TFLOP/s; event overhead cold {fl['cold']['overhead_us']:.2f} µs, hot {fl['hot']['overhead_us']:.2f} µs "
+          f"(measured {f['date']}, {f['ref']})")
     return 0
 
 
@@ -201,89 +212,64 @@ def cmd_build(a):
     import time
 
     from .build import build_all
+    from .registry import family_exports, ops
 
     t = time.perf_counter()
-    libs = build_all()
-    print(f"built {len(libs)} kernel libraries + the binding in {time.perf_counter() - t:.1f} s")
+    libs = build_all({o.source: family_exports(o.source) for o in ops().values()})
+    print(f"built {len(libs)} kernel libraries in {time.perf_counter() - t:.1f} s")
     return 0
 
 
-def cmd_recorded(a):
-    from pathlib import Path
+def cmd_recorded(a, summary=False):
+    from .recorded import print_recorded
 
-    from .records import load_rows
-    from .tables import pivot_table, seed_table
+    return print_recorded(a.path, summary=summary)
 
-    root = Path(a.path) if a.path else RESULTS
-    files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
-    if not files:
-        raise LabkitError(f"no recorded results under {root}/ (expected results/<gpu>/<sweep>.jsonl)")
-    for f in files:
-        rows = load_rows(f)
-        if not rows:
-            continue
-        r0 = rows[0]
-        print(f"== {f}: {r0.get('gpu')}, driver {r0.get('driver')}, {r0.get('date')}, commit {r0.get('commit')}")
-        print(pivot_table(rows) if r0["op"] == "copy" else seed_table(rows))
+
+def cmd_why(a):
+    from .why import why
+
+    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded).text())
     return 0
 
 
-def cmd_profile(a):
-    import pandas as pd
+def version_text() -> str:
+    import importlib.util
 
-    from . import nsight
+    from .device import commit
+    from .version import __version__
 
-    if a.ncu:
-        if not a.op or not a.variants:
-            raise LabkitError("profile --ncu needs an op and -v variants")
-        shape = a.shapes[0] if a.shapes else None
-        if shape is None:
-            from .registry import get_op
+    c = commit()
+    text = f"labkit {__version__} (commit {c['commit']}{'+dirty' if c.get('dirty') else ''})"
+    if importlib.util.find_spec("torch"):
+        import torch
 
-            o = get_op(a.op)
-            shape = o.format_shape(o.default_shapes[0])
-        frames = [nsight.ncu_metrics(a.op, v, shape, a.dtype, a.mode[0], a.ncu_path, a.timeout)
-                  for v in a.variants.split(",")]
-        print(nsight.ncu_table(frames).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(nsight.UNDER_NCU)
-        return 0
-    variants = a.variants.split(",") if a.variants else None
-    p = nsight.profile(a.op, variants, a.shapes, tuple(a.mode), a.dtype, a.sweep, a.out, a.budget, a.nsys, a.timeout)
-    with pd.option_context("display.width", 200, "display.max_colwidth", 40):
-        print("$ " + "\n$ ".join(p.commands))
-        print("\n== NVTX ranges (labkit domain)\n" + p.ranges.round(3).to_string(index=False))
-        k = p.kernels[p.kernels["phase"].eq("timed") & p.kernels["variant_kernel"]]
-        k = k.assign(kernel=k["kernel"].str.slice(0, 40))
-        print("\n== the variants' kernels in each config's timed range\n" +
-              k[["variant", "dtype", "shape", "mode", "kernel", "launches", "median_us", "min_us", "max_us"]]
-              .round(3).to_string(index=False))
-        c = p.check.drop(columns=["op", "pass", "scope", "kernel"])
-        print("\n== labkit vs Nsight Systems (median time per launch, µs)\n" + c.to_string(
-            index=False, float_format=lambda x: f"{x:.2f}"))
-    print(f"\nreport: {p.report}" + (f"  ({p.meta['note']})" if "note" in p.meta else ""))
-    if a.save:
-        print(f"summary written to {p.save(a.save)}")
-    return 0
+        text += f", torch {torch.__version__}, CUDA {torch.version.cuda or 'none (CPU build)'}"
+    return text
 
 
 def main(argv=None) -> int:
     p = _parser()
     a = p.parse_args(argv)
     try:
-        if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded one
+        if a.version:
+            print(version_text())
+            return 0
+        if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded summary
             from .device import NO_GPU, has_gpu
 
             if not has_gpu():
-                print(f"labkit: {NO_GPU}\nShowing seed 000's table as recorded on a real GPU instead.\n", file=sys.stderr)
-                return cmd_recorded(p.parse_args(["recorded", str(RESULTS / "nvidia-h200" / "seed000.jsonl")]))
+                print(f"labkit: {NO_GPU}\n", file=sys.stderr)
+                return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
             a = p.parse_args(["bench", "add"])
+        from .nsight.cli import cmd_profile
+
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
-                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile}[a.cmd](a)
+                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("labkit: interrupted (rows already written are kept)", file=sys.stderr)
         return 130
 
 

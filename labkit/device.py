@@ -1,19 +1,35 @@
-"""The GPU: presence, properties, clocks, provenance, and the measured copy peak (cached)."""
+"""The GPU as facts (leaf layer: nothing here measures or launches): presence, properties, NVML
+handle, clocks, the vendor's spec numbers, and the provenance every result row records."""
 from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import os
 import subprocess
-from pathlib import Path
 
-from . import __version__
 from .errors import NoGPUError
+from .paths import ROOT, gpu_slug
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
           "only on an NVIDIA GPU. Without one, explore the recorded results shipped in results/ "
-          "(`from labkit.explore import explore; explore()` in a notebook, or `labkit recorded` in a shell).")
+          "(`labkit recorded`, or `from labkit.explore import explore; explore()` in a notebook).")
+
+# Vendor datasheet numbers (memory bandwidth GB/s, FP32 non-tensor TFLOP/s at boost clock), matched
+# by a fragment of the name NVML/torch report, most specific first. Blank (None) when unknown.
+SPECS = (
+    ("H200 NVL", 4800, 60.3), ("H200", 4800, 66.9),
+    ("H100 NVL", 3900, 60.3), ("H100 PCIe", 2000, 51.2), ("H100 80GB HBM3", 3350, 66.9), ("H100", 3350, 66.9),
+    ("A100-SXM4-80GB", 2039, 19.5), ("A100 80GB PCIe", 1935, 19.5), ("A100", 1555, 19.5),
+    ("L40S", 864, 91.6), ("L4", 300, 30.3), ("RTX 4090", 1008, 82.6), ("A10", 600, 31.2),
+)
+
+
+def spec(name: str) -> dict:
+    """{'mem_gbps', 'fp32_tflops'} from the datasheet table, None where the GPU is not listed."""
+    for frag, gbps, tflops in SPECS:
+        if frag.lower() in str(name).lower():
+            return {"mem_gbps": gbps, "fp32_tflops": tflops, "spec_of": frag}
+    return {"mem_gbps": None, "fp32_tflops": None, "spec_of": None}
 
 
 def has_gpu() -> bool:
@@ -27,7 +43,9 @@ def require_gpu() -> None:
         raise NoGPUError(NO_GPU)
 
 
-def _nvml():
+@functools.lru_cache(maxsize=None)
+def nvml():
+    """The initialised pynvml module, or None (no NVML, no driver)."""
     try:
         import pynvml
 
@@ -37,19 +55,49 @@ def _nvml():
         return None
 
 
+def nvml_handle(device: int | None = None):
+    """NVML handle of torch's device (by UUID: CUDA_VISIBLE_DEVICES renumbers torch's devices, not
+    NVML's), or None."""
+    nv = nvml()
+    if nv is None:
+        return None
+    try:
+        import torch
+
+        idx = torch.cuda.current_device() if device is None else device
+        uuid = str(torch.cuda.get_device_properties(idx).uuid)
+        return nv.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+    except Exception:
+        return None
+
+
 @functools.lru_cache(maxsize=None)
-def properties() -> dict:
+def properties(device: int | None = None) -> dict:
     import torch
 
     require_gpu()
-    p = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return {"gpu": p.name, "cc": f"{p.major}.{p.minor}", "sm_count": p.multi_processor_count,
-            "l2_bytes": int(getattr(p, "L2_cache_size", 50 << 20)), "mem_bytes": int(p.total_memory),
-            "uuid": str(getattr(p, "uuid", "")), "driver": driver_version()}
+    idx = torch.cuda.current_device() if device is None else device
+    p = torch.cuda.get_device_properties(idx)
+    return {"gpu": p.name, "slug": gpu_slug(p.name), "cc": f"{p.major}.{p.minor}", "arch": f"{p.major}{p.minor}",
+            "sm_count": p.multi_processor_count, "l2_bytes": int(getattr(p, "L2_cache_size", 50 << 20)),
+            "mem_bytes": int(p.total_memory), "uuid": str(getattr(p, "uuid", "")), "driver": driver_version(),
+            "index": _physical_index(idx), **spec(p.name)}
+
+
+def _physical_index(idx: int) -> int:
+    """The GPU's index on the host (what nvidia-smi shows): a worker is told it (LABKIT_GPU_INDEX),
+    else read through CUDA_VISIBLE_DEVICES."""
+    if os.environ.get("LABKIT_GPU_INDEX", "").isdigit():
+        return int(os.environ["LABKIT_GPU_INDEX"])
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    parts = [v.strip() for v in vis.split(",") if v.strip()]
+    if parts and idx < len(parts) and parts[idx].isdigit():
+        return int(parts[idx])
+    return idx
 
 
 def driver_version() -> str:
-    nv = _nvml()
+    nv = nvml()
     if nv:
         try:
             v = nv.nvmlSystemGetDriverVersion()
@@ -64,85 +112,87 @@ def driver_version() -> str:
         return "unknown"
 
 
+# hardware or power/thermal slowdowns (not idle or application clock settings)
+_SLOW_REASONS = ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksEventReasonHwSlowdown",
+                 "nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksEventReasonHwThermalSlowdown",
+                 "nvmlClocksEventReasonHwPowerBrakeSlowdown")
+
+
+def throttled(nv, h) -> bool:
+    get = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    slow = 0
+    for name in _SLOW_REASONS:
+        slow |= getattr(nv, name, 0)
+    return bool(get(h) & slow)
+
+
 def sm_clock() -> tuple[int | None, bool]:
-    """(current SM clock in MHz, throttled?) from NVML; (None, False) where it cannot be read.
-    Throttled means a hardware or power/thermal slowdown reason is active."""
-    nv = _nvml()
-    if nv is None:
+    """(current SM clock in MHz, throttled?) from NVML; (None, False) where it cannot be read."""
+    nv, h = nvml(), nvml_handle()
+    if h is None:
         return None, False
     try:
-        import torch
-
-        h = nv.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
-        mhz = nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)
-        reasons = nv.nvmlDeviceGetCurrentClocksEventReasons(h) if hasattr(nv, "nvmlDeviceGetCurrentClocksEventReasons") \
-            else nv.nvmlDeviceGetCurrentClocksThrottleReasons(h)
-        slow = 0
-        for name in ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksEventReasonHwSlowdown",
-                     "nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksEventReasonHwThermalSlowdown",
-                     "nvmlClocksEventReasonHwPowerBrakeSlowdown"):
-            slow |= getattr(nv, name, 0)
-        return int(mhz), bool(reasons & slow)
+        return int(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)), throttled(nv, h)
     except Exception:
         return None, False
+
+
+def _git(*args) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=ROOT)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except Exception:
+        return None
 
 
 @functools.lru_cache(maxsize=None)
-def commit() -> str:
+def commit() -> dict:
+    """{'commit', 'dirty', 'commit_source'} read from git; $LABKIT_COMMIT overrides, and says so."""
     env = os.environ.get("LABKIT_COMMIT")
     if env:
-        return env
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, timeout=5, cwd=Path(__file__).resolve().parent).stdout.strip()
-        return out.stdout.strip() + ("+dirty" if dirty else "") if out.returncode == 0 else "unknown"
-    except Exception:
-        return "unknown"
+        return {"commit": env, "dirty": None, "commit_source": "LABKIT_COMMIT"}
+    head = _git("rev-parse", "--short=12", "HEAD")
+    if head is None:
+        return {"commit": "unknown", "dirty": None, "commit_source": "none (not a git checkout)"}
+    # tracked files only: result files being written during a sweep do not make the code dirty
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    return {"commit": head, "dirty": bool(status), "commit_source": "git"}
 
 
 def provenance() -> dict:
     """What every result records about where and when it was measured."""
     import torch
 
+    from .version import __version__
+
     p = properties()
-    return {"gpu": p["gpu"], "driver": p["driver"], "cuda": torch.version.cuda, "torch": torch.__version__,
-            "labkit": __version__, "commit": commit(),
+    return {"gpu": p["gpu"], "gpu_index": p["index"], "driver": p["driver"], "cuda": torch.version.cuda,
+            "torch": torch.__version__, "labkit": __version__, **commit(),
             "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
-def _peak_file() -> Path:
-    from .build import cache_root
-
-    p = properties()
-    key = (p["uuid"] or p["gpu"]).replace(" ", "_").replace("/", "_")
-    return cache_root() / f"copy-peak-{key}-{p['driver']}.json"
-
-
-def copy_peak(remeasure: bool = False) -> dict:
-    """This device's copy bandwidth (bytes read + written per second), measured once and cached:
-    the best of torch's device-to-device copy and labkit's 16-byte copy over 1 GiB (≫ L2)."""
-    f = _peak_file()
-    if f.exists() and not remeasure:
-        return json.loads(f.read_text())
+def visible_gpus() -> list:
+    """[{'index', 'name', 'uuid'}] of the GPUs this process may use (CUDA_VISIBLE_DEVICES), from
+    NVML where it can (no CUDA context is created), else from torch."""
+    nv = nvml()
+    vis = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] \
+        if "CUDA_VISIBLE_DEVICES" in os.environ else None
+    if nv is not None:
+        try:
+            out = []
+            for i in range(nv.nvmlDeviceGetCount()):
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                name, uuid = nv.nvmlDeviceGetName(h), nv.nvmlDeviceGetUUID(h)
+                name = name.decode() if isinstance(name, bytes) else name
+                uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+                if vis is None or str(i) in vis or uuid in vis:
+                    out.append({"index": i, "name": name, "uuid": uuid})
+            return out
+        except Exception:
+            pass
     import torch
 
-    from .timing import measure_callable
-    from .stats import StopRule
-
-    n = 1 << 30
-    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    rule = StopRule(noise_target=0.01, min_samples=10, max_samples=50, budget_s=2.0)
-    t_torch = measure_callable(lambda: dst.copy_(src), mode="hot", rule=rule).summary.median
-    from .runner import launcher_for
-    from .registry import get_op
-
-    run16 = launcher_for(get_op("copy"), get_op("copy").variant("w16"))
-    t_lk = measure_callable(lambda: run16([src, dst], (), ()), mode="hot", rule=rule).summary.median
-    best = min(t_torch, t_lk)
-    result = {"peak_gbps": 2 * n / best / 1e9, "torch_copy_gbps": 2 * n / t_torch / 1e9,
-              "labkit_w16_gbps": 2 * n / t_lk / 1e9, "bytes": n, **provenance()}
-    f.write_text(json.dumps(result, indent=1))
-    return result
+    if not torch.cuda.is_available():
+        return []
+    return [{"index": _physical_index(i), "name": torch.cuda.get_device_name(i),
+             "uuid": str(torch.cuda.get_device_properties(i).uuid)} for i in range(torch.cuda.device_count())]

@@ -24,3 +24,15 @@ class CompileError(LabkitError):
 
 class ToolMissingError(LabkitError):
     pass
+
+
+class LaunchError(LabkitError):
+    """A launcher returned a CUDA error (`code`); the message names the op, variant and error."""
+
+    def __init__(self, message: str, code: int | None = None):
+        self.code = code
+        super().__init__(message)
+
+
+class BuildError(LabkitError):
+    """A build could not be made or loaded (a lock held too long, a library that will not load)."""

@@ -5,17 +5,17 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .build import build_library, cache_root
+from . import dtypes
+from .build import build_library
 from .errors import ConfigError
+from .paths import cache_root
 from .registry import Variant, get_op, ops
-
-CTYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", "u8": "uint8_t", "i32": "int"}
 
 
 def render(op, name: str, source: str, kernel: str, dtype: str, width: int, block: int) -> str:
     """The .cu text: the user's source (its errors point at its own lines through #line), then
     the op's launcher template calling `kernel`."""
-    launcher = op.inline_launcher.format(symbol=f"inline_{op.name}_{name}", kernel=kernel, ctype=CTYPES[dtype],
+    launcher = op.inline_launcher.format(symbol=f"inline_{op.name}_{name}", kernel=kernel, ctype=dtypes.get(dtype).ctype,
                                          width=width, block=block)
     return (f'#include "labkit.cuh"\n#line 1 "{name}.cu"\n{source}\n'
             f'#line 1 "{name}-launcher.cu"\n{launcher}')
@@ -26,6 +26,9 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
     op = get_op(op_name)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ConfigError(f"variant name {name!r} must be an identifier (letters, digits, _)")
+    if name == "torch" or any(v.name == name and not v.is_inline for v in op.variants):
+        raise ConfigError(f"variant name {name!r} is taken by {op.name}'s {'baseline' if name == 'torch' else 'shipped variant'}; "
+                          "choose another name")
     if not op.inline_launcher:
         able = ", ".join(o.name for o in ops().values() if o.inline_launcher)
         raise ConfigError(f"op {op.name!r} has no inline launcher template; inline kernels work for {able}")
@@ -40,7 +43,7 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
     path = cache_root() / "inline" / f"{op.name}_{name}_{digest}.cu"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    v = Variant(name, dtype, f"inline_{op.name}_{name}", width, 0, "", f"inline kernel {kernel}", source=path)
+    v = Variant(name, dtype, width=width, note=f"inline kernel {kernel}", source=path, symbol=f"inline_{op.name}_{name}")
     build_library(f"inline_{op.name}_{name}", [path])  # CompileError here leaves the old variant in place
     op.add_variant(v)
     return v

@@ -6,27 +6,14 @@ are read side by side; ``banner()`` says which GPUs, drivers, dates and commits 
 """
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
 
 from .errors import LabkitError
-
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+from .paths import gpu_slug, results_dir  # noqa: F401  (recorded.gpu_slug, recorded.results_dir)
 
 
 class NoRecordedData(LabkitError):
     """No result files where recorded mode looked (or none for the op asked for)."""
-
-
-def results_dir(root: str | Path | None = None) -> Path:
-    """`root`, else $LABKIT_RESULTS, else the repo's results/ folder."""
-    return Path(root or os.environ.get("LABKIT_RESULTS") or RESULTS_DIR)
-
-
-def gpu_slug(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3' (the folder name under results/)."""
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def discover(root: str | Path | None = None) -> list[Path]:
@@ -72,8 +59,10 @@ def load(root: str | Path | None = None, op: str | None = None, gpus=None):
     return df.reset_index(drop=True)
 
 
-def _span(values) -> str:
-    vals = sorted({str(v) for v in values if v == v and v is not None})
+def _span(values, order=None) -> str:
+    """Distinct values, in `order` (e.g. by date) when given, else sorted; first … last beyond 3."""
+    vals = [str(v) for v in (order if order is not None else sorted(values, key=str)) if v == v and v is not None]
+    vals = list(dict.fromkeys(vals))
     if not vals:
         return "unknown"
     return vals[0] if len(vals) == 1 else f"{vals[0]} … {vals[-1]}" if len(vals) > 3 else ", ".join(vals)
@@ -85,7 +74,9 @@ def provenance(df) -> list[dict]:
     for gpu, g in df.groupby("gpu", sort=True):
         dates = sorted(str(d) for d in g.get("date", []) if d == d and d)
         out.append({"gpu": gpu, "slug": _span(g["slug"]), "driver": _span(g.get("driver", [])),
-                    "cuda": _span(g.get("cuda", [])), "commit": _span(g.get("commit", [])),
+                    "cuda": _span(g.get("cuda", [])),
+                    # commits in the order they were measured, not alphabetically
+                    "commit": _span(None, list(g.sort_values("date")["commit"]) if "date" in g and "commit" in g else []),
                     "date": (dates[0][:10] + (f" … {dates[-1][:10]}" if dates[-1][:10] != dates[0][:10] else ""))
                     if dates else "unknown",
                     "sweeps": ", ".join(sorted(set(g["sweep"]))), "rows": len(g)})
@@ -127,3 +118,51 @@ def side_by_side(df, op: str, value: str = "gbps", columns: str = "variant", ind
 
     return {gpu: pivot(rows(g), index=index, columns=columns, value=value)
             for gpu, g in df[df["op"] == op].groupby("gpu", sort=True)}
+
+
+def headline(df) -> list:
+    """Seed 000's lesson per recorded GPU, computed from its rows: add f16 at the largest shape,
+    cold, the 128-bit pack against the split accesses, the 2-byte scalar and torch."""
+    out = []
+    for gpu, g in df[(df["op"] == "add") & (df["dtype"] == "f16") & (df["mode"] == "cold")
+                     & (df["status"] == "ok")].groupby("gpu", sort=True):
+        big = g[g["bytes"] == g["bytes"].max()]
+        t = {r["variant"]: r for r in rows(big)}
+        if not {"f16x8_pack", "f16x8", "f16", "torch"} <= set(t):
+            continue
+        key = "kernel_us" if all(t[v].get("kernel_us") for v in t) else "time_us"
+        us = {v: t[v][key] for v in t}
+        out.append(f"{gpu} ({big['shape'].iloc[0]} f16, cold, {'kernel' if key == 'kernel_us' else 'event'} time): "
+                   f"f16x8_pack {us['f16x8_pack']:.1f} µs ({us['f16x8_pack'] / us['torch']:.2f}x torch), "
+                   f"f16x8 (4-byte accesses) {us['f16x8']:.1f} µs, f16 (2-byte) {us['f16']:.1f} µs")
+    return out
+
+
+def print_recorded(path=None, summary: bool = False) -> int:
+    """`labkit recorded`: the tables of every results file (or `path`); with `summary`, which GPUs
+    have results, seed 000's lesson on each, and what to run next."""
+    from .records import load_rows
+    from .tables import pivot_table, seed_table
+
+    if summary:
+        df = load(path)
+        print("Recorded results (measured on real GPUs, shipped in results/):")
+        for p in provenance(df):
+            print(f"  {p['gpu']}: {p['rows']} rows, measured {p['date']}, commit {p['commit']}")
+        for line in headline(df):
+            print(f"  {line}")
+        print("Next: `labkit recorded --all`-style tables with `labkit --all`, the labs with `jupyter lab labs/`, "
+              "or `labkit recorded results/<gpu>/<sweep>.jsonl` for one file.")
+        return 0
+    root = Path(path) if path else results_dir()
+    files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
+    if not files:
+        raise NoRecordedData(f"no recorded results under {root}/ (expected results/<gpu>/<sweep>.jsonl)")
+    for f in files:
+        rs = [r for r in load_rows(f) if "op" in r]
+        if not rs:
+            continue
+        r0 = rs[0]
+        print(f"== {f}: {r0.get('gpu')}, driver {r0.get('driver')}, {r0.get('date')}, commit {r0.get('commit')}")
+        print(pivot_table(rs) if r0["op"] == "copy" else seed_table(rs))
+    return 0

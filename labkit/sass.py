@@ -6,38 +6,19 @@ import functools
 import re
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 from .errors import ToolMissingError
+from .toolkit import tool
 
 _LDST = re.compile(r"\b(LDG|STG)\.E(?P<mods>(?:\.[A-Z0-9_]+)*)")
 _WIDTH = {"128": 128, "64": 64, "U16": 16, "S16": 16, "U8": 8, "S8": 8}
 _RES = re.compile(r"Function (\S+):\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
 
 
-def tool(name: str) -> str:
-    """nvcc / cuobjdump / cu++filt from PATH, CUDA_HOME, or the pip nvidia-cuda-cuobjdump package."""
-    found = shutil.which(name)
-    if found:
-        return found
-    cands = [Path("/usr/local/cuda/bin") / name]
-    try:
-        import nvidia
-
-        for p in nvidia.__path__:
-            cands += list(Path(p).glob(f"*/bin/{name}"))
-    except ImportError:
-        pass
-    for c in cands:
-        if c.exists():
-            return str(c)
-    pip = {"cuobjdump": " (pip install nvidia-cuda-cuobjdump)", "nvdisasm": " (pip install nvidia-cuda-nvdisasm)"}
-    raise ToolMissingError(f"{name} not found on PATH or in the CUDA toolkit{pip.get(name, '')}")
-
-
 def compile_cubin(source: Path, arch: str, out: Path) -> Path:
-    from .build import KERNELS_DIR, NVCC_FLAGS, parse_compile_error
+    from .build import NVCC_FLAGS, parse_compile_error
+    from .paths import KERNELS_DIR
 
     cmd = [tool("nvcc"), *NVCC_FLAGS, f"-arch=sm_{arch}", "-cubin", "-I", str(KERNELS_DIR), "-o", str(out), str(source)]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -105,15 +86,37 @@ def find_kernel(funcs: dict, kernel: str) -> dict:
     raise KeyError(f"kernel {kernel!r} not found; kernels: {list(funcs)}")
 
 
-def cubin(source, arch: str = "90") -> Path:
-    """The cubin of a kernel file for sm_<arch>, compiled once per file version (cached)."""
-    return _cubin(str(source), arch, Path(source).stat().st_mtime)
+def cubin(source, arch: str = "90", deps=()) -> Path:
+    """The cubin of a .cu file for sm_<arch>, compiled once per content (kept in the build cache,
+    named by a hash of the source, `deps`, the shared headers and the flags)."""
+    from .build import NVCC_FLAGS, build_key, check_arch
+    from .paths import cache_root
+
+    arch = check_arch(arch)
+    source = Path(source)
+    key = build_key([source], [*NVCC_FLAGS, arch, "cubin"], deps)
+    out = cache_root() / "sass" / f"{source.stem}-sm{arch}-{key}.cubin"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = out.with_suffix(".tmp.cubin")
+        compile_cubin(source, arch, tmp)
+        tmp.replace(out)
+    return out
 
 
-@functools.lru_cache(maxsize=None)
-def _cubin(source: str, arch: str, stamp: float) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="labkit-sass-")) / (Path(source).stem + f".sm{arch}.cubin")
-    return compile_cubin(Path(source), arch, out)
+def family_cubin(family: str, arch: str = "90") -> Path:
+    """The cubin of a kernel family with its generated export table (every shipped variant's
+    kernels instantiated)."""
+    from .build import generated
+    from .paths import KERNELS_DIR
+    from .registry import family_exports
+
+    return cubin(generated(family, family_exports(family)), arch, deps=[KERNELS_DIR / family])
+
+
+def variant_cubin(op, v, arch: str = "90") -> Path:
+    """The cubin holding a variant's kernel: its family's, or an inline variant's own."""
+    return cubin(v.source, arch) if v.is_inline else family_cubin(op.source, arch)
 
 
 def report(op_name: str, arch: str = "90"):
@@ -128,7 +131,7 @@ def report(op_name: str, arch: str = "90"):
     for v in op.variants:
         if not v.kernel:
             continue
-        f = find_kernel(functions(cubin(op.source_path(v), arch)), v.kernel)
+        f = find_kernel(functions(variant_cubin(op, v, arch)), v.kernel)
         ld, st = mem_widths(f["sass"], "LDG"), mem_widths(f["sass"], "STG")
         rows.append({"op": op.name, "variant": v.name, "dtype": v.dtype, "kernel": v.kernel, "access_bytes": v.access,
                      "registers": f["registers"], "ldg_bits": max(ld, default=0), "stg_bits": max(st, default=0),

@@ -1,79 +1,71 @@
-"""Sweeps declared as data (like triton's perf_report Benchmark): an op and its axes.
-`labkit sweep NAME` runs one and appends its rows to a result file as it goes."""
+"""Sweeps declared as data (triton's `Benchmark`, nvbench's axes): an op and its axes, keyword-only.
+`labkit sweep NAME` turns one into Configs (`Sweep.configs`) for the one run loop and appends its
+rows to results/<gpu>/<name>.jsonl as they are measured (resumable)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import ConfigError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sweep:
     name: str
     op: str
-    variants: tuple | str = "all"        # variant names, or "all" (every variant + torch)
+    variants: tuple | str = "all"        # variant names, or "all" (every variant; torch always runs)
     dtype: str | None = None
     shapes: tuple = ()                   # () = the op's default shapes
     modes: tuple = ("cold",)
+    axes: dict = field(default_factory=dict)  # tuning axes, e.g. {"block": (128, 256, 512)}
     description: str = ""
-    rule: dict = field(default_factory=dict)  # StopRule overrides, e.g. {"budget_s": 0.5}
+
+    def configs(self, rule=None) -> list:
+        from .config import plan
+
+        variants = self.variants if isinstance(self.variants, str) else list(self.variants)
+        return plan(self.op, variants, self.dtype, list(self.shapes) or None, self.modes, rule=rule,
+                    axes=self.axes or None)
 
 
 def _zoo_sweeps():
     """One sweep per kernel-zoo op (CATALOG §3-§5): every variant + torch at its default shapes."""
     from .registry import ops
 
-    return [Sweep(name.replace("_", "-"), name, "all", None, (), ("cold",),
-                  f"{op.title}: every variant + torch at its default shapes")
+    return [Sweep(name=name.replace("_", "-"), op=name, description=f"{op.title}: every variant + torch at its default shapes")
             for name, op in ops().items() if name not in ("add", "copy", "copy_gs")]
 
 
 SWEEPS = {s.name: s for s in [
-    Sweep("seed000", "add", "all", None, (), ("cold", "hot"),
-          "seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
-    Sweep("access-width", "copy", "all", None, (), ("cold",),
-          "seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),
-    Sweep("copy-gs", "copy_gs", "all", None, (), ("cold",),
-          "seed 003: grid-stride int / int2 / int4 copies with a capped block count"),
+    Sweep(name="seed000", op="add", modes=("cold", "hot"),
+          description="seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
+    Sweep(name="access-width", op="copy", description="seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),
+    Sweep(name="copy-gs", op="copy_gs", description="seed 003: grid-stride int / int2 / int4 copies with a capped block count"),
     *_zoo_sweeps(),
+    Sweep(name="tune-add-block", op="add", variants=("f16x8", "f16x8_pack"), dtype="f16", shapes=((4096, 4096), (1024, 1024)),
+          modes=("cold",), axes={"block": (64, 128, 256, 512, 1024)},
+          description="tuning axis: threads per block of add f16x8 / f16x8_pack"),
+    Sweep(name="tune-softmax-rows", op="softmax_rows", variants=("f16x8",), dtype="f16",
+          shapes=((16384, 4096), (4096, 16384)), axes={"floats": (8, 16, 32), "threads": (256, 512, 1024)},
+          description="tuning axes: row values per thread x threads per row of softmax_rows f16x8"),
 ]}
 
 
 def get_sweep(name: str) -> Sweep:
+    from .spec import suggest
+
     if name not in SWEEPS:
-        raise ConfigError(f"unknown sweep {name!r}; sweeps are {', '.join(SWEEPS)}")
+        raise ConfigError(f"unknown sweep {name!r}; sweeps are {', '.join(SWEEPS)}{suggest(name, SWEEPS)}")
     return SWEEPS[name]
 
 
-def run_configs(runner, op, configs, desc: str, offset: int = 0, progress: bool = True):
-    """Run (variant, shape, mode) configurations not yet in the runner's log, with a progress bar."""
-    bar = _bar(len(configs), 0, desc) if progress else None
-    rows = []
-    for v, s, m in configs:
-        if (op.name, v.name, v.dtype, op.format_shape(s), m) not in runner.log.done():
-            rows.append(runner.run(op, v.name, v.dtype, s, m, offset=offset))
-        if bar:
-            bar.set_postfix_str(f"{v.name} {op.format_shape(s)}")
-            bar.update(1)
-    if bar:
-        bar.close()
-    return rows
+def default_out(sweep_name: str) -> Path:
+    """results/<gpu-slug>/<sweep>.jsonl for the first GPU of this run."""
+    from .device import NO_GPU, visible_gpus
+    from .errors import NoGPUError
+    from .paths import gpu_slug, results_dir
 
-
-def run_sweep(sweep: Sweep, runner, progress: bool = True):
-    """Run every configuration not already in the runner's log (resume); returns the new rows."""
-    from .ranges import nvtx_range
-    from .registry import get_op
-    from .runner import expand
-
-    op = get_op(sweep.op)
-    variants = sweep.variants if isinstance(sweep.variants, str) else list(sweep.variants)
-    configs = expand(op, variants, sweep.dtype, list(sweep.shapes) or None, sweep.modes)
-    with nvtx_range(f"sweep {sweep.name}"), nvtx_range(op.name):
-        return run_configs(runner, op, configs, sweep.name, progress=progress)
-
-
-def _bar(total, done, desc):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, desc=desc, unit="cfg")
+    gpus = visible_gpus()
+    if not gpus:
+        raise NoGPUError(NO_GPU)
+    return results_dir() / gpu_slug(gpus[0]["name"]) / f"{sweep_name}.jsonl"

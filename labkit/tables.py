@@ -1,16 +1,40 @@
-"""Text tables of results: the seed's per-shape blocks, and pivots (e.g. size x access width)."""
+"""Text tables of results: the seed's per-shape blocks, and pivots (e.g. size x access width).
+
+Every timed line shows both times: the CUDA-event time (`time_us`) and the kernels' own time from
+CUPTI (`kernel`), the one Nsight reports; `HOST-BOUND` marks a row whose event time exceeds its
+kernel time by more than the device's event overhead (labkit.runner.host_bound)."""
 from __future__ import annotations
 
-RULE = "-" * 96
+RULE = "-" * 100
 
 
 def _fmt(x, spec):
     return "-" if x is None or x != x else format(x, spec)
 
 
+def row_line(r: dict) -> str:
+    """One variant's line: status, both times, bandwidth or TFLOP/s, % of peak, ratio to torch,
+    noise and why sampling stopped."""
+    name = r["variant"] if r["variant"] != "torch" else f"torch {r.get('dtype', '')}"
+    if r.get("status") != "ok":
+        return f"{name:>22}  {str(r.get('status')).upper()}: {r.get('error', '')}"
+    if "time_us" not in r or r.get("time_us") is None:
+        return f"{name:>22}  ok (checked, not timed)"
+    k = r.get("kernel_us")
+    kern = f" (kernel {_fmt(k, '.2f')})" if k is not None and k == k else ""
+    if r.get("tflops") is not None and r.get("pct_fma") is not None and r.get("intensity", 0) > 20:
+        rate = f"{_fmt(r.get('tflops'), '7.2f')} TFLOP/s {_fmt(r.get('pct_fma'), '5.1f')}% FMA"
+    else:
+        rate = f"{_fmt(r.get('gbps'), '7.0f')} GB/s {_fmt(r.get('pct_peak'), '5.1f')}% peak"
+    ratio = f"{r['vs_torch']:.2f}x torch" if r.get("vs_torch") else ""
+    path = "" if r.get("path") in ("vector", "torch", None) else f" [{r.get('path')}]"
+    noise = f"noise {_fmt(100 * r['noise'] if r.get('noise') is not None else None, '.1f')}% {r.get('stop_reason', '')}"
+    flag = "  HOST-BOUND" if r.get("host_bound") else ""
+    return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {ratio:<12} {noise}{path}{flag}")
+
+
 def seed_table(rows, op=None) -> str:
-    """Seed 000's layout: one block per shape, one line per variant with its first output values,
-    median time, bandwidth, % of copy peak and ratio to torch. Failed variants say so."""
+    """Seed 000's layout: one block per shape and mode, one line per variant (row_line)."""
     from .registry import get_op
 
     lines = []
@@ -18,21 +42,16 @@ def seed_table(rows, op=None) -> str:
     for shape, mode in groups:
         block = [r for r in rows if r["shape"] == shape and r["mode"] == mode]
         o = get_op(block[0]["op"])
-        dims = shape.split("x")
+        dims = str(shape).split("x")
         title = ", ".join(f"{a}={d}" for a, d in zip(o.shape_axes, dims)) if len(dims) == len(o.shape_axes) else shape
-        lines += [RULE, f"{o.name} {title} ({block[0]['mode']})".center(96)]
+        lines += [RULE, f"{o.name} {title} ({mode}; event time, kernel time from CUPTI)".center(100)]
         for dtype in dict.fromkeys(r["dtype"] for r in block):
-            for r in [r for r in block if r["dtype"] == dtype]:
-                name = f"out_{r['variant']}" if r["variant"] != "torch" else f"out_{dtype}_th"
-                head = ", ".join(f"{x:.8g}" for x in r.get("head") or [])
-                if r["status"] != "ok":
-                    lines.append(f"{name:>18}: [{head}], {r['status'].upper()}: {r.get('error', '')}")
-                    continue
-                ratio = f"{r['vs_torch']:.2f}x torch" if r.get("vs_torch") else ""
-                path = "" if r.get("path") in ("vector", "torch") else f" [{r.get('path')}]"
-                lines.append(f"{name:>18}: [{head}], time:{r['time_us'] / 1e3:.8f}ms, {_fmt(r.get('gbps'), '8.1f')} GB/s, "
-                             f"{_fmt(r.get('pct_peak'), '5.1f')}% peak, {ratio}{path}")
-            lines.append(RULE)
+            lines += [row_line(r) for r in block if r["dtype"] == dtype]
+        lines.append(RULE)
+    bound = [r for r in rows if r.get("host_bound")]
+    if bound:
+        lines.append(f"{len(bound)} row(s) HOST-BOUND: event time exceeds kernel time by more than this GPU's event "
+                     "overhead; trust the kernel time there")
     return "\n".join(lines)
 
 
@@ -42,6 +61,10 @@ def pivot(rows, index="shape", columns="variant", value="gbps"):
 
     df = to_frame(rows)
     df = df[df["status"] == "ok"]
+    if value not in df.columns:
+        import pandas as pd
+
+        return pd.DataFrame()
     order = list(dict.fromkeys(df[index]))
     cols = list(dict.fromkeys(df[columns]))
     return df.pivot_table(index=index, columns=columns, values=value, aggfunc="first").reindex(index=order, columns=cols)

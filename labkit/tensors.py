@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from .registry import torch_dtype
+from .dtypes import torch_dtype
 
 
 def alloc(shape, dtype: str, offset: int = 0, device: str = "cuda"):
@@ -29,6 +29,6 @@ def randn(shape, dtype: str, gen, offset: int = 0):
 
 
 def like(t, offset: int = 0):
-    from .registry import dtype_name
+    from .dtypes import dtype_name
 
     return alloc(tuple(t.shape), dtype_name(t.dtype), offset, device=str(t.device))

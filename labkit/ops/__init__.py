@@ -1,1 +1,1 @@
-"""One module per op; each defines `OP` (see labkit.registry). Discovered automatically."""
+"""One module per kernel family (ops/<family>.py <-> kernels/<family>.cu); each defines `OPS`."""

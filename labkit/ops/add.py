@@ -1,22 +1,17 @@
 """Elementwise add c = a + b (CATALOG §1, seed 000)."""
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc, randn
 
-_H, _B = "__half", "__nv_bfloat16"
-
 VARIANTS = [
-    Variant("f32", "f32", "add_f32", 1, 4, "add_kernel<float, 1, 4>", "baseline: one float per thread"),
-    Variant("f32x4", "f32", "add_f32x4", 4, 16, "add_kernel<float, 4, 16>", "one float4 (128-bit) access per thread"),
-    Variant("f16", "f16", "add_f16", 1, 2, f"add_kernel<{_H}, 1, 2>", "one half per thread (__hadd)"),
-    Variant("f16x2", "f16", "add_f16x2", 2, 4, f"add_kernel<{_H}, 2, 4>", "one half2 per thread (__hadd2)"),
-    Variant("f16x8", "f16", "add_f16x8", 8, 4, f"add_kernel<{_H}, 8, 4>",
-            "seed method 1: four half2 accesses per thread, lanes 16 B apart"),
-    Variant("f16x8_pack", "f16", "add_f16x8_pack", 8, 16, f"add_kernel<{_H}, 8, 16>",
-            "seed method 2: one 128-bit pack per thread, __hadd2 x4"),
-    Variant("bf16", "bf16", "add_bf16", 1, 2, f"add_kernel<{_B}, 1, 2>", "one bfloat16 per thread"),
-    Variant("bf16x2", "bf16", "add_bf16x2", 2, 4, f"add_kernel<{_B}, 2, 4>", "one bfloat162 per thread"),
-    Variant("bf16x8_pack", "bf16", "add_bf16x8_pack", 8, 16, f"add_kernel<{_B}, 8, 16>",
-            "one 128-bit pack per thread, __hadd2 x4 on bfloat162"),
+    V("f32", "f32", 1, 4, "baseline: one float per thread"),
+    V("f32x4", "f32", 4, 16, "one float4 (128-bit) access per thread"),
+    V("f16", "f16", 1, 2, "one half per thread (__hadd)"),
+    V("f16x2", "f16", 2, 4, "one half2 per thread (__hadd2)"),
+    V("f16x8", "f16", 8, 4, "seed method 1: four half2 accesses per thread, lanes 16 B apart"),
+    V("f16x8_pack", "f16", 8, 16, "seed method 2: one 128-bit pack per thread, __hadd2 x4"),
+    V("bf16", "bf16", 1, 2, "one bfloat16 per thread"),
+    V("bf16x2", "bf16", 2, 4, "one bfloat162 per thread"),
+    V("bf16x8_pack", "bf16", 8, 16, "one 128-bit pack per thread, __hadd2 x4 on bfloat162"),
 ]
 
 SEED_SHAPES = [(s, k) for s in (1024, 2048, 4096) for k in (1024, 2048, 4096)]
@@ -52,10 +47,13 @@ def _torch(inputs, outputs, shape, dtype):
     torch.add(inputs[0], inputs[1], out=outputs[0])
 
 
-OP = Op(
+OPS = [Op(
     name="add",
     title="Elementwise add",
     source="add.cu",
+    launch="launch_add<{ctype}, {width}, {access}, {block}>",
+    kernel="add_kernel<{ctype}, {width}, {access}>",
+    axes={"block": (256, (64, 128, 256, 512, 1024))},  # threads per block
     variants=VARIANTS,
     shape_axes=("S", "K"),
     default_shapes=SEED_SHAPES,
@@ -69,4 +67,4 @@ OP = Op(
     test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
     inline_launcher=INLINE_LAUNCHER,
     notes="Seed 000's table: S, K in {1024, 2048, 4096}. Sizes that fit in L2 (≤ 50 MB) measure the cache when hot.",
-)
+)]

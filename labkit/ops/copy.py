@@ -1,9 +1,10 @@
 """Copy with a per-thread access unit of 1-16 bytes (CATALOG §2, seed 001)."""
-from ..registry import Op, Variant, format_bytes
+from ..shapes import format_bytes
+from ..spec import V, Op
 from ..tensors import alloc, randn
 
 VARIANTS = [
-    Variant(f"w{w}", "u8", f"copy_w{w}", w, w, f"copy_kernel<{w}>", note)
+    V(f"w{w}", "u8", w, w, note)
     for w, note in [(1, "1-byte access (char)"), (2, "2-byte access (short)"), (4, "4-byte access (int/float)"),
                     (8, "8-byte access (int2/float2)"), (16, "16-byte access (int4/float4)")]
 ]
@@ -23,10 +24,12 @@ def _torch(inputs, outputs, shape, dtype):
     outputs[0].copy_(inputs[0])
 
 
-OP = Op(
+OPS = [Op(
     name="copy",
     title="Copy by access width",
     source="copy.cu",
+    launch="launch_copy<{access}>",
+    kernel="copy_kernel<{access}>",
     variants=VARIANTS,
     shape_axes=("bytes",),
     default_shapes=[(s,) for s in SIZES],
@@ -39,4 +42,4 @@ OP = Op(
     shape_presets={"seed": [(1 << p,) for p in range(20, 31)], "beyond-L2": [(s,) for s in SIZES]},
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,)],
     notes="Effective bandwidth = (bytes read + bytes written) / time, as in seed 001.",
-)
+)]

@@ -1,11 +1,11 @@
 """Grid-stride int32 copy with a capped block count (CATALOG §2, seed 003)."""
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc, randn
 
 VARIANTS = [
-    Variant("int", "i32", "copy_gs_int", 1, 4, "copy_gs_kernel<1>", "scalar int per iteration"),
-    Variant("int2", "i32", "copy_gs_int2", 2, 8, "copy_gs_kernel<2>", "int2 (64-bit) per iteration, scalar remainder"),
-    Variant("int4", "i32", "copy_gs_int4", 4, 16, "copy_gs_kernel<4>", "int4 (128-bit) per iteration, scalar remainder"),
+    V("int", "i32", 1, 4, "scalar int per iteration"),
+    V("int2", "i32", 2, 8, "int2 (64-bit) per iteration, scalar remainder"),
+    V("int4", "i32", 4, 16, "int4 (128-bit) per iteration, scalar remainder"),
 ]
 
 MAX_BLOCKS = 2048  # seed 003's cap; 128 threads each, so large N loops ~N/(2048*128) times
@@ -23,10 +23,12 @@ def _torch(inputs, outputs, shape, dtype):
     outputs[0].copy_(inputs[0])
 
 
-OP = Op(
+OPS = [Op(
     name="copy_gs",
     title="Grid-stride copy (int, int2, int4)",
     source="copy_gs.cu",
+    launch="launch_copy_gs<{width}>",
+    kernel="copy_gs_kernel<{width}>",
     variants=VARIANTS,
     shape_axes=("N",),
     default_shapes=[((1 << 20) + 3,), (1 << 24,), ((1 << 26) + 1,), (1 << 28,)],
@@ -38,4 +40,4 @@ OP = Op(
     params=lambda shape, dtype: ((MAX_BLOCKS,), ()),
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (2048 * 128 * 3 + 5,)],
     notes="Blocks capped at MAX_BLOCKS = 2048 (i[0]); registers per thread grow with the access width.",
-)
+)]

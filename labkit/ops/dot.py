@@ -1,13 +1,11 @@
 """Dot product y = sum(a * b), one f32 (CATALOG §4, seed 002)."""
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc
 from .reduce import qrandn, sum_tolerance
 
 VARIANTS = [
-    Variant("f32", "f32", "dot_f32", 1, 4, "dot_kernel<1, 4>",
-            "grid-stride, one float of a and b per load, fmaf, one atomic per block"),
-    Variant("f32x4", "f32", "dot_f32x4", 4, 16, "dot_kernel<4, 16>",
-            "grid-stride, one float4 (128-bit) of a and b per load"),
+    V("f32", "f32", 1, 4, "grid-stride, one float of a and b per load, fmaf, one atomic per block"),
+    V("f32x4", "f32", 4, 16, "grid-stride, one float4 (128-bit) of a and b per load"),
 ]
 
 SHAPES = [(1 << 20,), (1 << 24,), (1 << 25,), (1 << 27,)]  # 2^25: 256 MiB read, 2^27: 1 GiB
@@ -45,10 +43,12 @@ LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
 }}
 """
 
-OP = Op(
+OPS = [Op(
     name="dot",
     title="Dot product",
     source="dot.cu",
+    launch="launch_dot<{width}, {access}>",
+    kernel="dot_kernel<{width}, {access}>",
     variants=VARIANTS,
     shape_axes=("N",),
     default_shapes=SHAPES,
@@ -67,4 +67,4 @@ OP = Op(
           "Inputs are randn rounded to multiples of 1/8, so the total is exact in any summation order "
           "(rtol 1e-6, atol 1e-3 against a float64 reference). a and b misaligned differently run the "
           "scalar kernel (path 'fallback').",
-)
+)]

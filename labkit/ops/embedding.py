@@ -1,25 +1,20 @@
 """Embedding lookup out[r, :] = weight[idx[r], :] (CATALOG §3, seed 004)."""
 from ..errors import ConfigError
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc
 
-_H = "__half"
-
+_ROWS = "launch_embedding<{ctype}, {width}, {access}, {rows}>"
 VARIANTS = [
-    Variant("f32", "f32", "embedding_f32", 1, 4, "embedding_kernel<float, 1, 4>", "seed baseline: one float per thread step"),
-    Variant("f32x4", "f32", "embedding_f32x4", 4, 4, "embedding_kernel<float, 4, 4>",
-            "seed x4: four scalar float copies per thread step"),
-    Variant("f32x4_pack", "f32", "embedding_f32x4_pack", 4, 16, "embedding_kernel<float, 4, 16>",
-            "seed pack: one float4 (128-bit) load and store per thread step"),
-    Variant("f16", "f16", "embedding_f16", 1, 2, f"embedding_kernel<{_H}, 1, 2>", "one half per thread step"),
-    Variant("f16x8", "f16", "embedding_f16x8", 8, 2, f"embedding_kernel<{_H}, 8, 2>",
-            "seed x8: eight scalar half copies per thread step"),
-    Variant("f16x8_pack", "f16", "embedding_f16x8_pack", 8, 16, f"embedding_kernel<{_H}, 8, 16>",
-            "seed pack: one 128-bit load and store of 8 halves per thread step"),
-    Variant("f32x4_pack_r4", "f32", "embedding_f32x4_pack_r4", 4, 16, "embedding_rows_kernel<float, 4, 4>",
-            "4 rows per block: 4 independent 128-bit loads in flight per thread"),
-    Variant("f16x8_pack_r4", "f16", "embedding_f16x8_pack_r4", 8, 16, f"embedding_rows_kernel<{_H}, 8, 4>",
-            "4 rows per block: 4 independent 128-bit loads in flight per thread"),
+    V("f32", "f32", 1, 4, "seed baseline: one float per thread step"),
+    V("f32x4", "f32", 4, 4, "seed x4: four scalar float copies per thread step"),
+    V("f32x4_pack", "f32", 4, 16, "seed pack: one float4 (128-bit) load and store per thread step"),
+    V("f16", "f16", 1, 2, "one half per thread step"),
+    V("f16x8", "f16", 8, 2, "seed x8: eight scalar half copies per thread step"),
+    V("f16x8_pack", "f16", 8, 16, "seed pack: one 128-bit load and store of 8 halves per thread step"),
+    V("f32x4_pack_r4", "f32", 4, 16, "4 rows per block: 4 independent 128-bit loads in flight per thread",
+      rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>"),
+    V("f16x8_pack_r4", "f16", 8, 16, "4 rows per block: 4 independent 128-bit loads in flight per thread",
+      rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>"),
 ]
 
 # (MaxV, SeqLen, EmbSize)
@@ -90,10 +85,12 @@ LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
 }}
 """
 
-OP = Op(
+OPS = [Op(
     name="embedding",
     title="Embedding lookup",
     source="embedding.cu",
+    launch="launch_embedding<{ctype}, {width}, {access}>",
+    kernel="embedding_kernel<{ctype}, {width}, {access}>",
     variants=VARIANTS,
     shape_axes=("MaxV", "SeqLen", "EmbSize"),
     default_shapes=SEED_SHAPES + LARGE_SHAPES,
@@ -113,4 +110,4 @@ OP = Op(
           "the gather F.embedding runs, without F.embedding's copy into a separate output. "
           "EmbSize not a multiple of the pack width, or weight and out misaligned differently, runs the "
           "N=1 kernel (path 'fallback').",
-)
+)]

@@ -1,15 +1,13 @@
 """Histogram of int32 values into int32 counts (CATALOG §4, seed 002)."""
 from ..errors import ConfigError
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc
 
 VARIANTS = [
-    Variant("i32", "i32", "histogram_i32", 1, 4, "histogram_kernel<1, 4>",
-            "seed: one element per thread, one global atomicAdd each"),
-    Variant("i32x4", "i32", "histogram_i32x4", 4, 16, "histogram_kernel<4, 16>",
-            "seed vec4: one int4 (128-bit) load per thread, four global atomics"),
-    Variant("i32x4_smem", "i32", "histogram_i32x4_smem", 4, 16, "histogram_smem_kernel<4, 16, 1024>",
-            "privatized: grid-stride int4 loads into shared per-warp copies, one global atomic per bin per block"),
+    V("i32", "i32", 1, 4, "seed: one element per thread, one global atomicAdd each"),
+    V("i32x4", "i32", 4, 16, "seed vec4: one int4 (128-bit) load per thread, four global atomics"),
+    V("i32x4_smem", "i32", 4, 16, "privatized: grid-stride int4 loads into shared per-warp copies, one global "
+      "atomic per bin per block", launch="launch_histogram_smem", kernel="histogram_smem_kernel<4, 16, 1024>"),
 ]
 
 # (N, bins): 2^26 int32 = 256 MiB read; 16 bins shows atomic contention, 4096 the flush cost
@@ -52,10 +50,12 @@ def _torch(inputs, outputs, shape, dtype):
     h.zero_().index_add_(0, x, torch.ones(1, dtype=h.dtype, device=h.device).expand(x.numel()))
 
 
-OP = Op(
+OPS = [Op(
     name="histogram",
     title="Histogram (int32)",
     source="histogram.cu",
+    launch="launch_histogram<{width}, {access}>",
+    kernel="histogram_kernel<{width}, {access}>",
     variants=VARIANTS,
     shape_axes=("N", "bins"),
     default_shapes=SHAPES,
@@ -72,4 +72,4 @@ OP = Op(
           "two blocks per SM) keeps as many shared copies of the histogram per block as fit in 32 KiB, up to "
           "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'). The torch row is index_add_ of ones (graph-capturable); "
           "torch.bincount syncs the host.",
-)
+)]

@@ -1,22 +1,15 @@
 """Block all-reduce sum y = sum(x), one f32 (CATALOG §4, seed 002)."""
-from ..registry import Op, Variant, itemsize
+from ..dtypes import itemsize
+from ..spec import V, Op
 from ..tensors import alloc
 
-_H, _B = "__half", "__nv_bfloat16"
-
 VARIANTS = [
-    Variant("f32", "f32", "reduce_sum_f32", 1, 4, "reduce_sum_kernel<float, 1, 4>",
-            "grid-stride, one float per load, one atomic per block"),
-    Variant("f32x4", "f32", "reduce_sum_f32x4", 4, 16, "reduce_sum_kernel<float, 4, 16>",
-            "grid-stride, one float4 (128-bit) per load"),
-    Variant("f16", "f16", "reduce_sum_f16", 1, 2, f"reduce_sum_kernel<{_H}, 1, 2>",
-            "one half per load, f32 accumulation"),
-    Variant("f16x8_pack", "f16", "reduce_sum_f16x8_pack", 8, 16, f"reduce_sum_kernel<{_H}, 8, 16>",
-            "one 128-bit pack of 8 halves per load, f32 accumulation"),
-    Variant("bf16", "bf16", "reduce_sum_bf16", 1, 2, f"reduce_sum_kernel<{_B}, 1, 2>",
-            "one bfloat16 per load, f32 accumulation"),
-    Variant("bf16x8_pack", "bf16", "reduce_sum_bf16x8_pack", 8, 16, f"reduce_sum_kernel<{_B}, 8, 16>",
-            "one 128-bit pack of 8 bfloat16 per load, f32 accumulation"),
+    V("f32", "f32", 1, 4, "grid-stride, one float per load, one atomic per block"),
+    V("f32x4", "f32", 4, 16, "grid-stride, one float4 (128-bit) per load"),
+    V("f16", "f16", 1, 2, "one half per load, f32 accumulation"),
+    V("f16x8_pack", "f16", 8, 16, "one 128-bit pack of 8 halves per load, f32 accumulation"),
+    V("bf16", "bf16", 1, 2, "one bfloat16 per load, f32 accumulation"),
+    V("bf16x8_pack", "bf16", 8, 16, "one 128-bit pack of 8 bfloat16 per load, f32 accumulation"),
 ]
 
 SHAPES = [(1 << 20,), (1 << 24,), (1 << 26,), (1 << 28,)]  # 2^26 f32 = 256 MiB, 2^28 f32 = 1 GiB
@@ -57,10 +50,12 @@ def _torch(inputs, outputs, shape, dtype):
     torch.sum(inputs[0], 0, keepdim=True, dtype=torch.float32, out=outputs[0])
 
 
-OP = Op(
+OPS = [Op(
     name="reduce_sum",
     title="Block all-reduce sum",
     source="reduce.cu",
+    launch="launch_reduce<{ctype}, {width}, {access}>",
+    kernel="reduce_sum_kernel<{ctype}, {width}, {access}>",
     variants=VARIANTS,
     shape_axes=("N",),
     default_shapes=SHAPES,
@@ -78,4 +73,4 @@ OP = Op(
           "at once; each block adds its sum with one atomicAdd (y is zeroed first). Inputs are randn "
           "rounded to multiples of 1/8, so every f32 summation order is exact and the check is tight "
           "(rtol 1e-6, atol 1e-3 against a float64 reference).",
-)
+)]

@@ -2,18 +2,18 @@
 import math
 
 from ..errors import ConfigError
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc, randn
 
 VARIANTS = [
-    Variant("tiled32", "f32", "sgemm_tiled32", 1, 4, "sgemm_tiled_kernel<32>",
-            "seed: 32x32 smem tiles, one C element per thread (1024 threads)"),
-    Variant("tile128x8", "f32", "sgemm_tile128x8", 4, 16, "sgemm_128x8_kernel<true>",
-            "seed: 128x128x8 block tile, 8x8 per thread, float4 global loads and stores"),
-    Variant("dbuf", "f32", "sgemm_dbuf", 4, 16, "sgemm_dbuf_kernel<true>",
-            "+ double-buffered smem, next k-tile prefetched into registers, 1 barrier per tile, 2 blocks/SM"),
-    Variant("warptile", "f32", "sgemm_warptile", 4, 16, "sgemm_warptile_kernel<true>",
-            "+ warp tiling (64x32 per warp, 4x4 sub-tiles), padded A^T in smem, LDS.128 fragments"),
+    V("tiled32", "f32", 1, 4, "seed: 32x32 smem tiles, one C element per thread (1024 threads)",
+      kernel="sgemm_tiled_kernel<32>"),
+    V("tile128x8", "f32", 4, 16, "seed: 128x128x8 block tile, 8x8 per thread, float4 global loads and stores",
+      kernel="sgemm_128x8_kernel<true>"),
+    V("dbuf", "f32", 4, 16, "+ double-buffered smem, next k-tile prefetched into registers, 1 barrier per tile, "
+      "2 blocks/SM", kernel="sgemm_dbuf_kernel<true>"),
+    V("warptile", "f32", 4, 16, "+ warp tiling (64x32 per warp, 4x4 sub-tiles), padded A^T in smem, LDS.128 "
+      "fragments", kernel="sgemm_warptile_kernel<true>"),
 ]
 
 # Seed 002's sweep is M = N in 128 ... 16384 with K = 1024; labkit adds the 4096^3 goal shape.
@@ -82,10 +82,12 @@ def _validate(inputs, shape, dtype):
         raise ConfigError("sgemm: M, N and K must be > 0")
 
 
-OP = Op(
+OPS = [Op(
     name="sgemm",
     title="Matrix product (f32)",
     source="sgemm.cu",
+    launch="launch_{name}",
+    bound="compute",
     variants=VARIANTS,
     shape_axes=("M", "N", "K"),
     default_shapes=SHAPES,
@@ -107,4 +109,4 @@ OP = Op(
           "10-bit mantissa, so it is timed, not checked. The 128x128 variants use float4 accesses when "
           "K % 4 == 0, N % 4 == 0 and all pointers are 16-byte aligned; otherwise a guarded scalar "
           "kernel runs (path 'fallback'). Goal: warptile >= 85% of cuBLAS FP32 at 4096^3.",
-)
+)]

@@ -2,18 +2,17 @@
 import math
 
 from ..errors import ConfigError
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc, randn
 from .sgemm import accumulation_tolerance
 
 VARIANTS = [
-    Variant("k32", "f32", "sgemv_k32", 1, 4, "sgemv_kernel<32, 1, 1>", "one warp per row, one float per lane per step"),
-    Variant("k128", "f32", "sgemv_k128", 4, 16, "sgemv_kernel<32, 4, 1>",
-            "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)"),
-    Variant("k16", "f32", "sgemv_k16", 1, 4, "sgemv_kernel<16, 1, 1>", "two rows per warp (16 lanes each): for small K"),
-    Variant("k16x4", "f32", "sgemv_k16x4", 4, 16, "sgemv_kernel<4, 4, 4>",
-            "eight rows per warp, 4 lanes x float4 per row (512-byte warp loads at K = 16), 4 rows per lane "
-            "group: 4 loads in flight per lane"),
+    V("k32", "f32", 1, 4, "one warp per row, one float per lane per step", lanes=32, rows=1),
+    V("k128", "f32", 4, 16, "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)",
+      lanes=32, rows=1),
+    V("k16", "f32", 1, 4, "two rows per warp (16 lanes each): for small K", lanes=16, rows=1),
+    V("k16x4", "f32", 4, 16, "eight rows per warp, 4 lanes x float4 per row (512-byte warp loads at K = 16), "
+      "4 rows per lane group: 4 loads in flight per lane", lanes=4, rows=4),
 ]
 
 # Memory-bound: A is read once, >= 256 MiB so that neither L2 nor launch overhead shows.
@@ -58,10 +57,12 @@ LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
 }}
 """
 
-OP = Op(
+OPS = [Op(
     name="sgemv",
     title="Matrix-vector product (f32)",
     source="sgemv.cu",
+    launch="run_sgemv<{lanes}, {width}, {rows}>",
+    kernel="sgemv_kernel<{lanes}, {width}, {rows}>",
     variants=VARIANTS,
     shape_axes=("M", "K"),
     default_shapes=SHAPES,
@@ -79,4 +80,4 @@ OP = Op(
     inline_launcher=INLINE_LAUNCHER,
     notes="Memory-bound: compare GB/s with the copy peak. k128 runs its float4 path only when K % 4 == 0 and "
           "A, x are 16-byte aligned (offset views run k32: path 'fallback'). k16 suits K <= 16.",
-)
+)]

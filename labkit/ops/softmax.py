@@ -1,50 +1,52 @@
-"""Whole-vector softmax y = e^(x - max) / sum e^(x - max) over all n elements (CATALOG §4, seed 002).
-
-The seed's single kernel (atomicAdd + __threadfence) is a race; kernels/softmax.cu uses two
-kernels: per-block (max, sum) pairs, then a merge + normalize pass. The pairs live in a scratch
-output tensor made here (no allocation in the launcher)."""
-from ..registry import Op, Variant
+"""Softmax (CATALOG §4, seed 002), f32 math. Kernels: kernels/softmax.cu.
+* softmax: over a whole vector of n elements. The seed's single kernel (atomicAdd + __threadfence)
+  is a race; kernels/softmax.cu uses two kernels: per-block (max, sum) pairs, then a merge +
+  normalize pass. The pairs live in a scratch output tensor made here (no allocation in the launcher).
+* softmax_rows: row-wise over N x K (along K, as models use it); f16/bf16 storage."""
+from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, one_input,
+                       output_like_input, read_write_bytes, validate_rows)
 
 SCRATCH_PAIRS = 4096  # most blocks the launcher may use (it also caps at one wave of the GPU)
 
-VARIANTS = [
-    Variant("f32", "f32", "softmax_f32", 1, 4, "softmax_normalize<float, 1, 4>",
-            "two kernels (block (max, sum) pairs, merge + normalize), one float per thread step"),
-    Variant("f32x4", "f32", "softmax_f32x4", 4, 16, "softmax_normalize<float, 4, 16>",
-            "as f32 with float4 (128-bit) accesses, scalar head/tail for any n and offset"),
+VECTOR_VARIANTS = [
+    V("f32", "f32", 1, 4, "two kernels (block (max, sum) pairs, merge + normalize), one float per thread step"),
+    V("f32x4", "f32", 4, 16, "as f32 with float4 (128-bit) accesses, scalar head/tail for any n and offset"),
 ]
 
 SIZES = [(1 << p,) for p in (20, 22, 24, 26)]
 
 
-def _outputs(inputs, shape, dtype, offset=0):
+def _vec_outputs(inputs, shape, dtype, offset=0):
     # y, then the scratch for the per-block pairs (not compared: reference returns y only)
     dev = str(inputs[0].device)
     return [alloc(shape, dtype, offset, device=dev), alloc((2 * SCRATCH_PAIRS,), "f32", 0, device=dev)]
 
 
-def _reference(inputs, shape, dtype):
+def _vec_reference(inputs, shape, dtype):
     return [inputs[0].double().softmax(0)]
 
 
-def _torch(inputs, outputs, shape, dtype):
+def _vec_torch(inputs, outputs, shape, dtype):
     import torch
 
     torch.softmax(inputs[0], 0, out=outputs[0])
 
 
-OP = Op(
+SOFTMAX = Op(
     name="softmax",
     title="Softmax over a whole vector",
     source="softmax.cu",
-    variants=VARIANTS,
+    launch="launch_softmax<{ctype}, {width}, {access}>",
+    kernel="softmax_normalize<{ctype}, {width}, {access}>",
+    variants=VECTOR_VARIANTS,
     shape_axes=("n",),
     default_shapes=SIZES,
     make_inputs=lambda shape, dtype, gen, offset=0: [randn(shape, dtype, gen, offset)],
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
+    make_outputs=_vec_outputs,
+    reference=_vec_reference,
+    torch_impl=_vec_torch,
     # x is read twice (statistics, then normalize: no single pass exists once n outgrows the
     # chip) and y written once
     bytes_moved=lambda shape, dtype: 3 * shape[0] * 4,
@@ -56,3 +58,59 @@ OP = Op(
     notes="bytes_moved counts x twice (two passes) and y once. torch.softmax(x, 0) on one long row runs a "
           "single block, so it is far slower than a grid-wide version.",
 )
+
+
+_ONLINE, _REG = "softmax_rows_online<{ctype}, 1>", "softmax_rows_reg<{ctype}, {width}, 4, false>"
+ROW_VARIANTS = [
+    V("f32", "f32", 1, 4, "baseline: block per row, online (max, sum) pass then normalize pass", kernel=_ONLINE),
+    V("f32x4", "f32", 4, 16, "row in registers (warp per row for K <= 512, else block; shared memory for K > 16384), "
+      "float4, one read + one write", kernel=_REG),
+    V("f16", "f16", 1, 2, "baseline in half: block per row, online pass then normalize pass", kernel=_ONLINE),
+    V("f16x8", "f16", 8, 16, "row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, "
+      "one read + one write", kernel=_REG),
+    V("bf16", "bf16", 1, 2, "baseline in bfloat16: block per row, online pass then normalize pass", kernel=_ONLINE),
+    V("bf16x8", "bf16", 8, 16, "row in registers as f32 (shared memory for K > 8192), 8 bfloat16 per 128-bit "
+      "access, one read + one write", kernel=_REG),
+]
+
+
+def _rows_reference(inputs, shape, dtype):
+    return [inputs[0].double().softmax(-1)]
+
+
+def _rows_torch(inputs, outputs, shape, dtype):
+    import torch
+
+    torch.softmax(inputs[0], -1, out=outputs[0])
+
+
+# f32: __expf error ~2 + 1.2|x - max| ulp; f16/bf16: one rounding of the f32 result
+_rows_TOL = {"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5), "bf16": (8e-3, 1e-5)}
+
+SOFTMAX_ROWS = Op(
+    name="softmax_rows",
+    title="Row-wise softmax",
+    source="softmax.cu",
+    launch="launch_softmax_rows<{ctype}, {width}, {floats}, {threads}>",
+    # tuning axes of the vector variants (0 = the measured default per dtype, kernels/softmax.cu):
+    # row values held per thread, and the most threads a block-per-row kernel takes
+    axes={"floats": (0, (0, 8, 16, 32)), "threads": (0, (0, 128, 256, 512, 1024))},
+    variants=ROW_VARIANTS,
+    shape_axes=("N", "K"),
+    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
+    make_inputs=one_input,
+    make_outputs=output_like_input,
+    reference=_rows_reference,
+    torch_impl=_rows_torch,
+    bytes_moved=read_write_bytes,
+    flops=lambda shape, dtype: 5 * shape[0] * shape[1],
+    tolerance=lambda shape, dtype: _rows_TOL[dtype],
+    validate=validate_rows("softmax_rows"),
+    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
+    test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("softmax_rows_smem", "softmax_rows_online"),  # long rows (shared memory / streaming), unaligned rows
+    notes="Vector variants need 16-byte aligned rows (K * itemsize % 16 == 0, no offset); other rows run "
+          "the scalar kernel (path 'fallback').",
+)
+
+OPS = [SOFTMAX, SOFTMAX_ROWS]

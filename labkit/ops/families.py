@@ -1,7 +1,8 @@
-"""Pieces several op modules share: one-input/one-output tensors, the row-wise ops' shapes and
-size check, and the elementwise-unary op factory (relu, sigmoid)."""
+"""The op skeletons several families share, stated once: one-input/one-output tensors, the
+row-wise ops' shapes and size check (softmax_rows, layer_norm, rms_norm), and the elementwise
+unary op (relu, sigmoid)."""
 from ..errors import ConfigError
-from ..registry import Op, Variant
+from ..spec import V, Op
 from ..tensors import alloc, randn
 
 
@@ -54,19 +55,20 @@ UNARY_LARGE_SHAPES = [(8192, 8192), (16384, 8192), (16384, 16384)]
 
 
 def unary_op(name, title, functor, reference, torch_impl, tol, flops_per_element, f16x8_note):
-    h = "__half"
-    variants = [
-        Variant("f32", "f32", f"{name}_f32", 1, 4, f"unary_kernel<{functor}, float, 1, 4>", "baseline: one float per thread"),
-        Variant("f32x4", "f32", f"{name}_f32x4", 4, 16, f"unary_kernel<{functor}, float, 4, 16>",
-                "one float4 (128-bit) access per thread"),
-        Variant("f16", "f16", f"{name}_f16", 1, 2, f"unary_kernel<{functor}, {h}, 1, 2>", "one half per thread, f32 math"),
-        Variant("f16x8_pack", "f16", f"{name}_f16x8_pack", 8, 16, f"unary_kernel<{functor}, {h}, 8, 16>", f16x8_note),
-    ]
+    """An elementwise y = f(x) op of kernels/activation.cu: unary_kernel<functor, T, N, ACCESS>."""
     return Op(
         name=name,
         title=title,
         source="activation.cu",
-        variants=variants,
+        launch="launch_unary<{functor}, {ctype}, {width}, {access}>",
+        kernel="unary_kernel<{functor}, {ctype}, {width}, {access}>",
+        args={"functor": functor},
+        variants=[
+            V("f32", "f32", 1, 4, "baseline: one float per thread"),
+            V("f32x4", "f32", 4, 16, "one float4 (128-bit) access per thread"),
+            V("f16", "f16", 1, 2, "one half per thread, f32 math"),
+            V("f16x8_pack", "f16", 8, 16, f16x8_note),
+        ],
         shape_axes=("S", "K"),
         default_shapes=UNARY_SEED_SHAPES + UNARY_LARGE_SHAPES,
         make_inputs=one_input,

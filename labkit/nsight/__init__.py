@@ -34,8 +34,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import LabkitError, ToolMissingError
-from .ranges import DOMAIN, config_name
+from ..errors import LabkitError, ToolMissingError
+from ..ranges import DOMAIN, config_name
 
 # where installations put the tools when they are not on PATH; {name} is nsys or ncu
 SEARCH_GLOBS = (
@@ -142,7 +142,8 @@ def _tail(text: str, n: int = 15) -> str:
 def bench_argv(op: str, variants=None, shapes=None, modes=("cold",), dtype=None, budget: float | None = 0.2,
                records: str | Path | None = None, python: str | None = None, kernel_time: bool = False) -> list[str]:
     """The child command: `labkit bench` via `python -m labkit.cli` (the same interpreter)."""
-    argv = [python or sys.executable, "-m", "labkit.cli", "bench", op]
+    # in-process: the kernels run in the profiled process itself, under its NVTX ranges
+    argv = [python or sys.executable, "-m", "labkit.cli", "bench", op, "--in-process"]
     if variants:
         argv += ["-v", variants if isinstance(variants, str) else ",".join(variants)]
     if dtype:
@@ -154,15 +155,15 @@ def bench_argv(op: str, variants=None, shapes=None, modes=("cold",), dtype=None,
         argv += ["--budget", f"{budget:g}"]
     if records:
         argv += ["--json", str(records)]
-    if kernel_time:
-        argv += ["--kernel-time"]
+    if not kernel_time:  # under nsys CUPTI is taken; kernel_us comes from a second run without it
+        argv += ["--no-kernel-time"]
     return argv
 
 
 def sweep_argv(name: str, records: str | Path, budget: float | None = 0.2, python: str | None = None,
                kernel_time: bool = False) -> list[str]:
-    argv = [python or sys.executable, "-m", "labkit.cli", "sweep", name, "-o", str(records)]
-    return argv + (["--budget", f"{budget:g}"] if budget is not None else []) + (["--kernel-time"] if kernel_time else [])
+    argv = [python or sys.executable, "-m", "labkit.cli", "sweep", name, "-o", str(records), "--in-process"]
+    return argv + (["--budget", f"{budget:g}"] if budget is not None else []) + ([] if kernel_time else ["--no-kernel-time"])
 
 
 def nsys_profile_argv(nsys: str, out: str | Path, app: list) -> list[str]:
@@ -194,7 +195,7 @@ def nvtx_path(op: str, variant: str, shape: str, dtype: str | None = None, mode:
 
 def _config(op: str, variant: str, shape: str, dtype: str | None) -> str:
     """The config range name exactly as Runner.run names it."""
-    from .registry import get_op
+    from ..registry import get_op
 
     o = get_op(op)
     v = o.variant(variant, dtype)
@@ -205,7 +206,7 @@ def kernel_regex(op: str, variant: str, dtype: str | None = None) -> str | None:
     """ncu's kernel-name regex for a variant: its kernel template name without arguments
     ('add_kernel'), or that and the op's shape_kernels ('softmax_rows_reg|softmax_rows_smem|...'),
     the kernels its launcher runs instead for some shapes; None for torch."""
-    from .registry import get_op
+    from ..registry import get_op
 
     o = get_op(op)
     v = o.variant(variant, dtype)
@@ -275,7 +276,7 @@ def parse_config(name: str) -> dict | None:
 
 def _fill_dtype(df):
     """Config names carry no dtype where the variant's name does (f16x8): take it from the registry."""
-    from .registry import get_op
+    from ..registry import get_op
 
     def dt(r):
         if isinstance(r["dtype"], str):
@@ -557,12 +558,12 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
     if (op is None) == (sweep is None):
         raise LabkitError("profile: give an op (with variants / shapes / modes) or a sweep name, not both")
     if sweep is not None:
-        from .sweeps import get_sweep
+        from ..sweeps import get_sweep
 
         get_sweep(sweep)
         child = lambda rec, kt=False: sweep_argv(sweep, rec, budget, kernel_time=kt)  # noqa: E731
     else:
-        from .registry import get_op
+        from ..registry import get_op
 
         get_op(op)
         child = lambda rec, kt=False: bench_argv(op, variants, shapes, modes, dtype, budget, rec, kernel_time=kt)  # noqa: E731
@@ -607,13 +608,13 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
     """Read back a folder written by profile(): stats CSVs, the SQLite export and labkit.jsonl."""
     import pandas as pd
 
-    from .records import load_rows, to_frame
+    from ..records import load_rows, to_frame
 
     folder = Path(folder)
     rec = folder / "labkit.jsonl"
     records = to_frame(load_rows(rec)) if rec.exists() else pd.DataFrame()
     if (folder / KERNEL_RECORDS).exists() and len(records):  # kernel_us from the run without nsys
-        from .records import KEY
+        from ..records import KEY
 
         k = to_frame(load_rows(folder / KERNEL_RECORDS))
         if "kernel_us" in k:
@@ -690,7 +691,7 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
     none. Returns one row per profiled kernel with duration, DRAM bytes read / written, achieved DRAM
     throughput (bytes/s and % of peak), registers/thread, labkit's byte model (op.bytes_moved) and
     measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU)."""
-    from .registry import get_op
+    from ..registry import get_op
 
     o = get_op(op)
     v = o.variant(variant, dtype)
@@ -718,7 +719,7 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
 
 def with_model(df, op: str, variant: str, shape: str, dtype: str | None):
     """Add labkit's byte model (op.bytes_moved) and the ratio measured DRAM bytes / model."""
-    from .registry import get_op
+    from ..registry import get_op
 
     o = get_op(op)
     model = o.bytes_moved(o.parse_shape(shape), dtype or o.variant(variant).dtype)
@@ -748,7 +749,7 @@ def ncu_table(frames) -> "object":
 def recorded_dir(root: str | Path | None = None) -> Path | None:
     """A recorded Nsight summary: <results>/<gpu>/nsight/ (results = $LABKIT_RESULTS or the repo's),
     else the repo's results/nvidia-h200/nsight/."""
-    from .recorded import RESULTS_DIR, results_dir
+    from ..paths import RESULTS_DIR, results_dir
 
     for base in (results_dir(root), RESULTS_DIR):
         hits = sorted(Path(base).glob("*/nsight"))
@@ -806,7 +807,7 @@ def recorded_ncu(folder: str | Path | None = None):
     None when the folder holds no ncu output with such a kernel."""
     import pandas as pd
 
-    from .registry import ops
+    from ..registry import ops
 
     folder = Path(folder) if folder else recorded_dir()
     by_kernel = {v.kernel: (o.name, v) for o in ops().values() for v in o.variants_for(include_torch=False) if v.kernel}

@@ -1,0 +1,42 @@
+"""What recording the CUPTI kernel time costs a sweep: seed 000's configurations run twice in one
+process, with and without `kernel_us`, wall time of each (goal: <= 15 % more with it).
+
+    python -m labkit.benchmarks.kernel_time_cost --out results/<gpu>/kernel-time-cost.json"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def main(argv=None) -> dict:
+    from labkit.device import provenance
+    from labkit.records import ResultLog
+    from labkit.session import Local, run
+    from labkit.sweeps import get_sweep
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per configuration (default 0.3)")
+    ap.add_argument("--out")
+    a = ap.parse_args(argv)
+    configs = get_sweep("seed000").configs({"budget_s": a.budget})
+    walls = {}
+    for kt in (False, True, False, True):  # interleaved: warm caches and clocks alike for both
+        ex = Local(kernel_time=kt)
+        t0 = time.perf_counter()
+        run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
+        walls.setdefault(kt, []).append(time.perf_counter() - t0)
+    off, on = min(walls[False]), min(walls[True])
+    res = {"configs": len(configs), "budget_s": a.budget, "wall_s_without": off, "wall_s_with": on,
+           "extra": on / off - 1, "goal": 0.15, "runs": {str(k): v for k, v in walls.items()}, **provenance()}
+    print(f"{len(configs)} configurations: {off:.1f} s without kernel time, {on:.1f} s with it "
+          f"({100 * res['extra']:+.1f} %, goal <= +15 %)")
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Host cost of one launch: labkit's prepared launcher, labkit.call, and torch's own op.
+
+Each path enqueues N launches of add f16x8_pack at a small shape while the GPU is held by the
+blocking kernel, so the host time measured is the enqueue cost alone (no queue back-pressure, no
+GPU time), median over repetitions:
+
+    python -m labkit.benchmarks.launch_cost --out results/<gpu>/launch-cost.json
+
+Goals: the prepared launcher <= 1.2x torch.add(a, b, out=c); labkit.call <= 2x torch.add(a, b)
+(both allocate their output)."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+N, REPS = 200, 15
+
+
+def host_us(fn, n=N, reps=REPS) -> float:
+    import torch
+
+    from labkit.timing import blocked
+
+    fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(reps):
+        with blocked():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            per.append((time.perf_counter() - t0) / n * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(per)
+
+
+def main(argv=None) -> dict:
+    import torch
+
+    import labkit
+    from labkit.device import provenance
+    from labkit.launch import launcher_for
+    from labkit.registry import get_op
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", default="256x256")
+    ap.add_argument("--out", help="write the result as JSON")
+    a = ap.parse_args(argv)
+    op = get_op("add")
+    shape = op.parse_shape(a.shape)
+    x = torch.randn(shape, device="cuda", dtype=torch.float16)
+    y, z = torch.randn_like(x), torch.empty_like(x)
+    launch = launcher_for(op, op.variant("f16x8_pack")).prepare([x, y, z])
+    res = {
+        "labkit_prepared_us": host_us(launch),
+        "labkit_call_us": host_us(lambda: labkit.call("add", "f16x8_pack", x, y)),
+        "torch_add_out_us": host_us(lambda: torch.add(x, y, out=z)),
+        "torch_add_us": host_us(lambda: torch.add(x, y)),
+    }
+    res["prepared_vs_torch_out"] = res["labkit_prepared_us"] / res["torch_add_out_us"]
+    res["call_vs_torch"] = res["labkit_call_us"] / res["torch_add_us"]
+    res.update(config=f"add f16x8_pack {op.format_shape(shape)}", launches=N, reps=REPS,
+               goals={"prepared_vs_torch_out": 1.2, "call_vs_torch": 2.0}, **provenance())
+    for k in ("labkit_prepared_us", "labkit_call_us", "torch_add_out_us", "torch_add_us"):
+        print(f"{k:22} {res[k]:7.2f} µs per launch (host)")
+    print(f"prepared / torch(out=) {res['prepared_vs_torch_out']:.2f} (goal <= 1.2); "
+          f"call / torch {res['call_vs_torch']:.2f} (goal <= 2.0)")
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+if __name__ == "__main__":
+    main()

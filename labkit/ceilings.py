@@ -1,0 +1,132 @@
+"""This device's measured ceilings, measured once per GPU and stored in the results folder
+(`results/<gpu-slug>/device.json`, one entry per GPU UUID, with provenance), so every row that
+quotes `% peak` names the measurement it used (`peak_ref`):
+
+* copy_peak_gbps: the best of torch's `copy_` and labkit's 16-byte copy over 1 GiB, hot (bytes
+  read + written: the DRAM ceiling of the roofline);
+* l2_gbps: labkit's 16-byte copy of a quarter of the L2, hot (it stays in L2);
+* fma_tflops: the harness's FMA-chain kernel (8 independent chains per thread) over every SM;
+* floor: per mode, the empty launch's event time, its CUPTI kernel time and their difference,
+  the event overhead a row's `time_us - kernel_us` is compared with (`host_bound`);
+* spec: the datasheet numbers (labkit.device.SPECS), blank where unknown.
+`labkit peak` prints them; `labkit peak --remeasure` measures again.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+from .paths import cache_root, results_dir
+
+COPY_BYTES = 1 << 30
+FMA_ITERS = 4096
+
+
+def facts_file(slug: str, root=None) -> Path:
+    return results_dir(root) / slug / "device.json"
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        print(f"labkit: ignoring unreadable {path} ({e}); measuring again", file=sys.stderr)
+        return {}
+
+
+def _write(path: Path, uuid: str, entry: dict) -> Path:
+    from filelock import FileLock
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            data = _read(path)
+            data.setdefault("devices", {})[uuid] = entry
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            tmp.replace(path)
+        Path(str(path) + ".lock").unlink(missing_ok=True)
+        return path
+    except OSError as e:  # a read-only checkout: keep it in the cache instead
+        alt = cache_root() / "device" / path.parent.name / "device.json"
+        print(f"labkit: cannot write {path} ({e}); keeping the ceilings in {alt}", file=sys.stderr)
+        return _write(alt, uuid, entry) if alt != path else path
+
+
+def device_facts(remeasure: bool = False, root=None) -> dict:
+    """The ceilings of this process's GPU: read from the results folder, measured if absent."""
+    from .device import properties
+
+    p = properties()
+    return _facts(p["slug"], p["uuid"], remeasure, str(results_dir(root)))
+
+
+@functools.lru_cache(maxsize=None)
+def _cached(slug, uuid, root):
+    return _read(facts_file(slug, root)).get("devices", {}).get(uuid)
+
+
+def _facts(slug, uuid, remeasure, root):
+    entry = None if remeasure else _cached(slug, uuid, root)
+    if entry is None:
+        entry = measure()
+        path = _write(facts_file(slug, root), uuid, entry)
+        entry["file"] = str(path)
+        _cached.cache_clear()
+    entry = dict(entry)
+    entry["ref"] = f"{slug}/device.json#{uuid[:13]}@{entry.get('date', '')[:10]}"
+    return entry
+
+
+def measure() -> dict:
+    """Measure every ceiling of this GPU now (about 5-10 s)."""
+    import torch
+
+    from .device import properties, provenance
+    from .launch import harness_launcher, launcher_for
+    from .registry import get_op
+    from .stats import StopRule
+    from .timing import kernel_time, measure as timed
+
+    p = properties()
+    rule = StopRule(noise_target=0.01, min_samples=10, max_samples=200, budget_s=1.0)
+    copy = get_op("copy")
+    w16 = launcher_for(copy, copy.variant("w16"))
+
+    src = torch.randint(0, 255, (COPY_BYTES,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t_torch = timed(lambda: dst.copy_(src), "hot", rule).summary.median
+    t_lk = timed(w16.prepare([src, dst]), "hot", rule).summary.median
+    del src, dst
+    best = min(t_torch, t_lk)
+
+    n2 = max(1 << 20, p["l2_bytes"] // 4)  # read + write = half the L2
+    a = torch.randint(0, 255, (n2,), dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    t_l2 = timed(w16.prepare([a, b]), "hot", rule).summary.median
+    del a, b
+
+    blocks = p["sm_count"] * 8
+    out = torch.empty(blocks * 256, dtype=torch.float32, device="cuda")
+    fma = harness_launcher("lk_fma").prepare([out], (FMA_ITERS, blocks))
+    t_fma = timed(fma, "hot", rule).summary.median
+    flops = 2 * 8 * FMA_ITERS * blocks * 256
+
+    empty = harness_launcher("lk_empty").prepare([])
+    floor = {}
+    for mode in ("cold", "hot"):
+        ev = timed(empty, mode, rule).summary.median * 1e6
+        k = kernel_time(empty, mode)
+        floor[mode] = {"event_us": ev, "kernel_us": k * 1e6 if k else None,
+                       "overhead_us": ev - k * 1e6 if k else ev}
+    torch.cuda.synchronize()
+    return {"copy_peak_gbps": 2 * COPY_BYTES / best / 1e9, "torch_copy_gbps": 2 * COPY_BYTES / t_torch / 1e9,
+            "labkit_w16_gbps": 2 * COPY_BYTES / t_lk / 1e9, "copy_bytes": COPY_BYTES,
+            "l2_gbps": 2 * n2 / t_l2 / 1e9, "l2_copy_bytes": n2,
+            "fma_tflops": flops / t_fma / 1e12, "floor": floor,
+            "spec": {k: p[k] for k in ("mem_gbps", "fp32_tflops", "spec_of")},
+            "uuid": p["uuid"], "sm_count": p["sm_count"], "l2_bytes": p["l2_bytes"], **provenance()}

@@ -1,0 +1,136 @@
+"""A configuration, resolved once: op x variant (x dtype) x shape x mode (+ offset, stop rule,
+tuning-axis values). `resolve` is the one place names, shapes, modes and rules are validated;
+`plan` expands a bench or sweep into Configs. Every entry point (API, CLI, sweeps, explorer,
+labs, benchmarks, workers) hands Configs to the one run loop (labkit.session), which never
+re-resolves them. Configs are plain frozen data, so they pickle into worker processes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .errors import ConfigError
+from .registry import Op, Variant, get_op
+from .stats import StopRule
+from .timing import check_mode
+
+
+@dataclass(frozen=True)
+class Config:
+    op: str
+    variant: Variant
+    shape: tuple
+    mode: str = "cold"
+    offset: int = 0
+    rule: StopRule = field(default_factory=StopRule)
+    timed: bool = True
+    axes: tuple = ()        # tuning-axis values, ((name, value), ...), e.g. (("block", 512),)
+
+    @property
+    def dtype(self) -> str:
+        return self.variant.dtype
+
+    @property
+    def spec(self) -> Op:
+        return get_op(self.op)
+
+    @property
+    def shape_s(self) -> str:
+        return self.spec.format_shape(self.shape)
+
+    @property
+    def variant_s(self) -> str:
+        """The variant's name with its axis values, e.g. 'f16x8_pack' or 'f16x8_pack[block=512]'."""
+        if not self.axes:
+            return self.variant.name
+        return f"{self.variant.name}[{','.join(f'{k}={v}' for k, v in self.axes)}]"
+
+    @property
+    def key(self) -> tuple:
+        """What identifies a row (resume, caches): op, variant (with axes), dtype, shape, mode."""
+        return (self.op, self.variant_s, self.dtype, self.shape_s, self.mode)
+
+    @property
+    def group(self) -> tuple:
+        """The variants that share a torch baseline: op, dtype, shape, mode, offset."""
+        return (self.op, self.dtype, self.shape_s, self.mode, self.offset)
+
+    def baseline(self) -> "Config":
+        return replace(self, variant=self.spec.torch_variant(self.dtype), axes=())
+
+    def describe(self) -> str:
+        return f"{self.op} {self.variant_s} {self.dtype} {self.shape_s} {self.mode}"
+
+
+def make_rule(rule=None, **overrides) -> StopRule:
+    """A StopRule from a StopRule, a dict or keyword overrides, with its values checked."""
+    if isinstance(rule, StopRule):
+        base = rule
+    elif rule is None:
+        base = StopRule()
+    elif isinstance(rule, dict):
+        overrides = {**rule, **overrides}
+        base = StopRule()
+    else:
+        raise ConfigError(f"rule must be a StopRule or a dict of its fields, got {type(rule).__name__}")
+    known = set(StopRule.__dataclass_fields__)
+    bad = set(overrides) - known
+    if bad:
+        raise ConfigError(f"unknown stop-rule setting(s) {', '.join(sorted(bad))}; settings are {', '.join(sorted(known))}")
+    r = replace(base, **overrides)
+    if not r.budget_s > 0:
+        raise ConfigError(f"budget_s (seconds of sampling per configuration) must be > 0, got {r.budget_s}")
+    if not 0 < r.noise_target < 1:
+        raise ConfigError(f"noise_target must be in (0, 1), got {r.noise_target}")
+    if r.max_samples < 1 or r.min_samples < 1 or r.min_samples > r.max_samples:
+        raise ConfigError(f"need 1 <= min_samples <= max_samples, got {r.min_samples} and {r.max_samples}")
+    return r
+
+
+def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mode: str = "cold", offset: int = 0,
+            rule=None, timed: bool = True, axes=None) -> Config:
+    """One Config from names (or objects), every part checked with a clear error."""
+    o = get_op(op) if isinstance(op, str) else op
+    v = variant if isinstance(variant, Variant) else o.variant(variant, dtype)
+    if dtype is not None and v.dtype != dtype:
+        raise ConfigError(f"{o.name} variant {v.name!r} runs on {v.dtype}, not {dtype}")
+    s = o.parse_shape(shape) if shape is not None else o.default_shapes[0]
+    check_mode(mode)
+    if not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    ax = o.check_axes(v, axes) if axes else ()
+    return Config(o.name, v, s, mode, offset, make_rule(rule), timed, ax)
+
+
+def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold",), width: int | None = None,
+         offset: int = 0, rule=None, baseline: bool = True, axes=None) -> list[Config]:
+    """The Configs of a bench or sweep: variants (names, 'all', or by dtype / width) x shapes x modes
+    (x tuning-axis values). With `baseline`, torch runs first in each group so ratios exist."""
+    o = get_op(op) if isinstance(op, str) else op
+    if isinstance(modes, str):
+        modes = (modes,)
+    for m in modes:
+        check_mode(m)
+    if width is not None:
+        if dtype is None:
+            raise ConfigError("a vector width needs a dtype: widths are per dtype (see `labkit list`)")
+        vs = o.variant_by_width(dtype, width)
+    elif variants in (None, "all"):
+        vs = o.variants_for(dtype, include_torch=False)
+    else:
+        if isinstance(variants, str):
+            variants = [x for x in variants.split(",") if x]
+        # "torch" may be listed: the baseline is added below anyway
+        vs = [v if isinstance(v, Variant) else o.variant(v, dtype) for v in variants if v != "torch"]
+    dtypes = list(dict.fromkeys(v.dtype for v in vs)) or ([dtype] if dtype else o.dtypes[:1])
+    shapes = [o.parse_shape(s) for s in shapes] if shapes else list(o.default_shapes)
+    r = make_rule(rule)
+    grid = o.axis_grid(axes) if axes else [()]
+    out = []
+    for s in shapes:
+        for m in modes:
+            for d in dtypes:
+                if baseline:
+                    out.append(Config(o.name, o.torch_variant(d), s, m, offset, r))
+                for v in (x for x in vs if x.dtype == d):
+                    for ax in grid:
+                        out.append(Config(o.name, v, s, m, offset, r, True, o.check_axes(v, ax) if ax else ()))
+    return out

@@ -1,0 +1,118 @@
+"""Row-wise norms over N x K (CATALOG §4, seed 002), any K, f32 math. Kernels: kernels/norm.cu.
+* layer_norm: y = (x - mean) / sqrt(var + eps) * g + b with scalar g, b as in the seed;
+* rms_norm:   y = x / sqrt(mean(x^2) + eps) * g with scalar g."""
+from ..spec import V, Op
+from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, filled, one_input,
+                       output_like_input, read_write_bytes, validate_rows)
+
+LN_EPS, LN_G, LN_B = 1e-5, 1.5, 0.25  # f[0], f[1], f[2] of the layer_norm launchers
+RMS_EPS, RMS_G = 1e-5, 1.5           # f[0], f[1] of the rms_norm launchers
+_LAUNCH = "launch_norm<{rms}, {ctype}, {width}>"
+
+
+def _variants(rms: str, f16_packs: int) -> list:
+    """The four variants of either norm; the kernel named is the one the test shapes run
+    (f16_packs: packs per thread of the f16 register kernel at K = 1024)."""
+    what = "sum-of-squares" if rms == "true" else "statistics"
+    reg = "norm_rows_reg<{rms}, {ctype}, {width}, %d, false>"
+    return [
+        V("f32", "f32", 1, 4, f"baseline: block per row, {what} pass then normalize pass",
+          kernel="norm_rows_stream<{rms}, {ctype}, 1>"),
+        V("f32x4", "f32", 4, 16, "row in registers (warp per row for K <= 1024, else block; shared memory for "
+          "K > 16384), float4, one read + one write", kernel=reg % 8),
+        V("f16", "f16", 1, 2, f"baseline in half: block per row, {what} pass then normalize pass",
+          kernel="norm_rows_stream<{rms}, {ctype}, 1>"),
+        V("f16x8", "f16", 8, 16, "row in registers as f32 (shared memory for K > %d), 8 halves per 128-bit access, "
+          "one read + one write" % (8192 if rms == "false" else 16384), kernel=reg % f16_packs),
+    ]
+
+
+def _ln_reference(inputs, shape, dtype):
+    x = inputs[0].double()
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, unbiased=False, keepdim=True)
+    return [(x - mean) / (var + LN_EPS).sqrt() * LN_G + LN_B]
+
+
+def _ln_torch(inputs, outputs, shape, dtype):
+    import torch.nn.functional as F
+
+    x = inputs[0]
+    w, b = (filled(shape[-1], v, x.dtype, x.device) for v in (LN_G, LN_B))
+    # fused layer_norm with weight g and bias b; it has no out=, so its result replaces the output
+    # (a copy_ into the output would double torch's traffic and flatter labkit)
+    outputs[0] = F.layer_norm(x, (shape[-1],), w, b, LN_EPS)
+
+
+# f32: values are O(1) and x - mean cancels to ~1e-7 absolute; f16: one rounding of the f32 result
+_ln_TOL = {"f32": (1e-5, 1e-5), "f16": (1e-3, 1e-5)}
+
+LAYER_NORM = Op(
+    name="layer_norm",
+    title="Layer norm (row-wise)",
+    source="norm.cu",
+    launch=_LAUNCH,
+    args={"rms": "false"},
+    variants=_variants("false", 2),
+    shape_axes=("N", "K"),
+    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
+    make_inputs=one_input,
+    make_outputs=output_like_input,
+    reference=_ln_reference,
+    torch_impl=_ln_torch,
+    bytes_moved=read_write_bytes,
+    flops=lambda shape, dtype: 8 * shape[0] * shape[1],
+    params=lambda shape, dtype: ((), (LN_EPS, LN_G, LN_B)),
+    tolerance=lambda shape, dtype: _ln_TOL[dtype],
+    validate=validate_rows("layer_norm"),
+    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
+    test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
+    notes=f"eps={LN_EPS}, g={LN_G}, b={LN_B} (scalars, as in the seed). The torch baseline is F.layer_norm with weight "
+          "and bias tensors filled with g and b; its result tensor replaces the output (no out=, no copy). Vector variants need 16-byte aligned rows; others run the scalar kernel.",
+)
+
+
+def _rms_reference(inputs, shape, dtype):
+    x = inputs[0].double()
+    return [x / (x.square().mean(-1, keepdim=True) + RMS_EPS).sqrt() * RMS_G]
+
+
+def _rms_torch(inputs, outputs, shape, dtype):
+    import torch.nn.functional as F
+
+    x = inputs[0]
+    # F.rms_norm with weight g; it has no out=, so its result replaces the output (no extra copy)
+    outputs[0] = F.rms_norm(x, (shape[-1],), filled(shape[-1], RMS_G, x.dtype, x.device), RMS_EPS)
+
+
+# f32: no cancellation, a few ulp plus the row sum; f16: one rounding of the f32 result
+_rms_TOL = {"f32": (1e-5, 1e-6), "f16": (1e-3, 1e-5)}
+
+RMS_NORM = Op(
+    name="rms_norm",
+    title="RMS norm (row-wise)",
+    source="norm.cu",
+    launch=_LAUNCH,
+    args={"rms": "true"},
+    variants=_variants("true", 4),
+    shape_axes=("N", "K"),
+    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
+    make_inputs=one_input,
+    make_outputs=output_like_input,
+    reference=_rms_reference,
+    torch_impl=_rms_torch,
+    bytes_moved=read_write_bytes,
+    flops=lambda shape, dtype: 4 * shape[0] * shape[1],
+    params=lambda shape, dtype: ((), (RMS_EPS, RMS_G)),
+    tolerance=lambda shape, dtype: _rms_TOL[dtype],
+    validate=validate_rows("rms_norm"),
+    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
+    test_shapes=ROW_TEST_SHAPES,
+    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
+    notes=f"eps={RMS_EPS}, g={RMS_G} (scalar, as in the seed). The torch baseline is F.rms_norm with a weight tensor "
+          "filled with g; its result replaces the output (no out=, no copy). Vector variants "
+          "need 16-byte aligned rows; others run the scalar kernel.",
+)
+
+OPS = [LAYER_NORM, RMS_NORM]

@@ -1,0 +1,231 @@
+"""What an op and a variant are, as data. A variant is stated once, as one `Variant(...)` line in
+its op module; everything else is derived from it and the op's templates:
+
+* symbol: the exported launcher, f"{op}_{name}" (plus tuning-axis values);
+* launch: the C++ launcher expression, from the op's template, e.g. "launch_add<{ctype}, {width}, {access}>",
+  which the build turns into the family library's export table (labkit.build.export_source);
+* kernel: the kernel as cuobjdump demangles it, for the SASS checks and ncu filters.
+
+Template fields: ctype (from the dtype table), width, access, the op's `args`, the variant's
+`args` and the tuning axes' values. A tuning axis (e.g. block size) is a compile-time parameter
+declared on the op with its default and values; each value set is one cached build.
+"""
+from __future__ import annotations
+
+import difflib
+import itertools
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import dtypes
+from .errors import ConfigError
+from .shapes import parse_size, split_shape
+
+Shape = tuple
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str            # what users pick, e.g. "f16x8_pack"
+    dtype: str           # element type it runs on
+    width: int = 1       # vector width: elements per thread per step
+    access: int = 0      # bytes per global load/store instruction (checked in the SASS)
+    note: str = ""       # one line: what this variant changes
+    args: tuple = ()     # extra template values for this variant, ((key, value), ...)
+    launch: str = ""     # launcher expression (else from the op's template)
+    kernel: str = ""     # kernel as cuobjdump demangles it (else from the op's template)
+    source: Path | None = None  # inline variants: their own .cu exporting `symbol`
+    symbol: str = ""     # exported launcher (derived unless set)
+    op: str = ""         # the op it belongs to (set by Op)
+
+    @property
+    def is_torch(self) -> bool:
+        return self.name == "torch"
+
+    @property
+    def is_inline(self) -> bool:
+        return self.source is not None
+
+
+def suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+@dataclass
+class Op:
+    name: str
+    title: str
+    source: str                                   # family file in kernels/
+    variants: list
+    shape_axes: tuple
+    default_shapes: list
+    make_inputs: Callable                         # (shape, dtype, gen, offset) -> list[Tensor]
+    make_outputs: Callable                        # (inputs, shape, dtype, offset) -> list[Tensor]
+    reference: Callable                           # (inputs, shape, dtype) -> list[Tensor] (float64 or exact)
+    torch_impl: Callable                          # (inputs, outputs, shape, dtype): writes outputs (or replaces outputs[k])
+    bytes_moved: Callable                         # (shape, dtype) -> int (read + written)
+    launch: str = ""                              # launcher template, e.g. "launch_add<{ctype}, {width}, {access}>"
+    kernel: str = ""                              # kernel template, e.g. "add_kernel<{ctype}, {width}, {access}>"
+    args: dict = field(default_factory=dict)      # op-level template values (e.g. the functor of a unary op)
+    axes: dict = field(default_factory=dict)      # tuning axes: name -> (default, values)
+    flops: Callable | None = None                 # (shape, dtype) -> int
+    params: Callable = lambda shape, dtype: ((), ())  # -> (ints, floats) passed to the launcher
+    tolerance: Callable | None = None             # (shape, dtype) -> (rtol, atol); default: the dtype table
+    shape_format: Callable | None = None          # shape -> str (no '/')
+    shape_presets: dict = field(default_factory=dict)
+    test_shapes: list = field(default_factory=list)  # odd/edge shapes for the GPU tests
+    vector_stores: bool = True                    # stores as wide as `access` (checked in the SASS)
+    validate: Callable | None = None              # (inputs, shape, dtype) -> None; raise ConfigError
+    signature: Callable | None = None             # labkit.call: (inputs, **params) -> shape; raise ConfigError
+    call_params: tuple = ()                       # keyword parameters labkit.call takes (e.g. ("bins",))
+    outputs_of_call: int = 1                      # how many outputs labkit.call returns (the rest is workspace)
+    inline_launcher: str = ""                     # C template for inline kernels (see labkit.inline)
+    shape_kernels: tuple = ()                     # other kernels a launcher runs by shape/alignment (ncu filter)
+    bound: str = "memory"                         # "memory" or "compute": what the headline unit is
+    notes: str = ""
+
+    def __post_init__(self):
+        # launcher templates by variant name, for builds at other tuning-axis values
+        self._launch = {v.name: v.launch or self.launch for v in self.variants}
+        self.variants = [self._derive(v) for v in self.variants]
+
+    def _fields(self, v: Variant, axes=()) -> dict:
+        return {"name": v.name, "ctype": dtypes.get(v.dtype).ctype, "width": v.width, "access": v.access, "dtype": v.dtype,
+                **self.args, **{k: d for k, (d, _) in self.axes.items()}, **dict(v.args), **dict(axes)}
+
+    def _derive(self, v: Variant) -> Variant:
+        if v.is_inline or v.is_torch:
+            return replace(v, op=self.name)
+        f = self._fields(v)
+        return replace(v, op=self.name, symbol=v.symbol or f"{self.name}_{v.name}",
+                       launch=v.launch.format(**f) if v.launch else self.launch.format(**f),
+                       kernel=(v.kernel or self.kernel).format(**f))
+
+    # ---- the C++ side, derived -----------------------------------------------------------------
+    def export(self, v: Variant, axes=()) -> tuple[str, str]:
+        """(symbol, launcher expression) of `v` at tuning-axis values `axes` (() = defaults)."""
+        if not axes:
+            return v.symbol, v.launch
+        suffix = "".join(f"__{k}{val}" for k, val in axes)
+        return f"{v.symbol}{suffix}", self._launch[v.name].format(**self._fields(v, axes))
+
+    # ---- lookups that give clear errors -----------------------------------------------------
+    @property
+    def dtypes(self) -> list:
+        return list(dict.fromkeys(v.dtype for v in self.variants))
+
+    def check_dtype(self, dtype: str) -> str:
+        if dtype not in self.dtypes:
+            raise ConfigError(f"op {self.name!r} has no {dtype!r} variants; its dtypes are "
+                              f"{', '.join(self.dtypes)}{suggest(dtype, self.dtypes)}")
+        return dtype
+
+    def variants_for(self, dtype: str | None = None, include_torch: bool = True) -> list:
+        if dtype is not None:
+            self.check_dtype(dtype)
+        vs = [v for v in self.variants if dtype is None or v.dtype == dtype]
+        if include_torch:
+            vs += [self.torch_variant(d) for d in ([dtype] if dtype else self.dtypes)]
+        return vs
+
+    def torch_variant(self, dtype: str) -> Variant:
+        return Variant("torch", dtype, note="torch baseline", op=self.name)
+
+    def widths(self, dtype: str) -> list:
+        return sorted({v.width for v in self.variants_for(dtype, include_torch=False)})
+
+    def variant(self, name: str, dtype: str | None = None) -> Variant:
+        if name == "torch":
+            return self.torch_variant(self.check_dtype(dtype) if dtype else self.dtypes[0])
+        for v in self.variants:
+            if v.name == name and (dtype is None or v.dtype == dtype):
+                return v
+        names = [v.name for v in self.variants if dtype is None or v.dtype == dtype]
+        extra = f" with dtype {dtype!r}" if dtype else ""
+        raise ConfigError(f"op {self.name!r} has no variant {name!r}{extra}; choose from "
+                          f"{', '.join(names)}, torch{suggest(name, names + ['torch'])}")
+
+    def variant_by_width(self, dtype: str, width: int) -> list:
+        vs = [v for v in self.variants_for(dtype, include_torch=False) if v.width == width]
+        if not vs:
+            raise ConfigError(f"vector width {width} is not offered for {self.name} {dtype}; "
+                              f"widths are {', '.join(map(str, self.widths(dtype)))}")
+        return vs
+
+    def add_variant(self, v: Variant) -> None:
+        """Add (or replace, for inline variants) a variant for this session."""
+        if v.name == "torch":
+            raise ConfigError(f"variant name 'torch' is the {self.name} baseline; choose another name")
+        if any(x.name == v.name and not x.is_inline for x in self.variants):
+            raise ConfigError(f"variant name {v.name!r} is taken by a shipped {self.name} variant; choose another name")
+        self.variants = [x for x in self.variants if x.name != v.name] + [replace(v, op=self.name)]
+
+    # ---- tuning axes ---------------------------------------------------------------------------
+    def check_axes(self, v: Variant, axes) -> tuple:
+        """((name, value), ...) sorted, without defaults; ConfigError names the axis and its values."""
+        items = dict(axes).items() if axes else ()
+        out = []
+        for k, val in items:
+            if k not in self.axes:
+                raise ConfigError(f"{self.name} has no tuning axis {k!r}; its axes are "
+                                  f"{', '.join(self.axes) or 'none'}{suggest(k, self.axes)}")
+            default, values = self.axes[k]
+            if val not in values:
+                raise ConfigError(f"{self.name} axis {k}={val!r} is not offered; values are {', '.join(map(str, values))}")
+            if v.is_torch or v.is_inline:
+                raise ConfigError(f"tuning axes apply to shipped variants, not to {v.name!r}")
+            if val != default:
+                out.append((k, val))
+        return tuple(sorted(out))
+
+    def axis_grid(self, axes) -> list:
+        """Every combination of the given axis values, e.g. {'block': [128, 256]} -> [(('block', 128),), ...]."""
+        names = list(axes)
+        for k in names:
+            if k not in self.axes:
+                raise ConfigError(f"{self.name} has no tuning axis {k!r}; its axes are {', '.join(self.axes) or 'none'}")
+        vals = [list(axes[k]) if isinstance(axes[k], (list, tuple)) else [axes[k]] for k in names]
+        return [tuple(zip(names, combo)) for combo in itertools.product(*vals)]
+
+    # ---- shapes ------------------------------------------------------------------------------
+    def format_shape(self, shape: Shape) -> str:
+        return self.shape_format(shape) if self.shape_format else "x".join(map(str, shape))
+
+    def parse_shape(self, text: str | Sequence[int]) -> Shape:
+        example = self.format_shape(self.default_shapes[0])
+        if isinstance(text, str):
+            try:
+                shape = tuple(parse_size(p) for p in split_shape(text))
+            except ValueError:
+                raise ConfigError(f"cannot read shape {text!r} for {self.name}: expected "
+                                  f"{'x'.join(self.shape_axes)}, e.g. {example}") from None
+        else:
+            try:
+                shape = tuple(int(x) for x in text)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name} takes a shape {'x'.join(self.shape_axes)} as text or integers, "
+                                  f"got {text!r}") from None
+        if len(shape) != len(self.shape_axes):
+            raise ConfigError(f"{self.name} takes a shape {'x'.join(self.shape_axes)} "
+                              f"({len(self.shape_axes)} numbers, e.g. {example}), got {text!r}")
+        if any(s <= 0 for s in shape):
+            raise ConfigError(f"shape {text!r}: every size must be > 0")
+        if any(s >= 2**40 for s in shape):
+            raise ConfigError(f"shape {text!r}: sizes must be < 2^40")
+        return shape
+
+    def tol(self, shape: Shape, dtype: str) -> tuple:
+        if self.tolerance:
+            return self.tolerance(shape, dtype)
+        d = dtypes.get(dtype)
+        return d.rtol, d.atol
+
+
+def V(name: str, dtype: str, width: int = 1, access: int = 0, note: str = "", **kw) -> Variant:
+    """A variant line: V("f16x8_pack", "f16", 8, 16, "one 128-bit pack per thread"). Extra template
+    values go in as keywords (rows=4); `launch=` / `kernel=` override the op's templates."""
+    launch, kernel = kw.pop("launch", ""), kw.pop("kernel", "")
+    return Variant(name, dtype, width, access, note, tuple(sorted(kw.items())), launch, kernel)
+

@@ -1,0 +1,344 @@
+"""Measurement in worker processes, one per GPU, so a kernel that faults cannot take the session
+down with it.
+
+A worker is a spawned Python process pinned to one GPU (CUDA_VISIBLE_DEVICES set before torch is
+imported); it builds and loads libraries (through the shared build cache), generates inputs, checks
+and times configurations, and sends each record back over a pipe. The parent (notebook, CLI) keeps
+the records, the explorer's state and the cache index. A worker that dies, hangs past its phase's
+timeout, or reports that its CUDA context is lost (a sticky error such as an illegal address) is
+replaced; the configuration it was running becomes a row with status 'error' naming the CUDA error
+and the kernel, and nothing else is lost.
+
+With several GPUs, groups of configurations (a torch baseline and the variants compared with it)
+go to whichever worker is free; every row says which GPU measured it (`gpu`, `gpu_index`).
+
+Trade-off: a worker costs a process start (~2-5 s: import torch, create a CUDA context) once per
+pool, and ~1 ms of IPC per configuration; the default pool is kept for the session. `labkit.call`
+stays in the caller's process: it returns tensors of the caller's context.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import threading
+import traceback
+
+from .errors import LabkitError
+
+COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
+PHASE_TIMEOUT_S = 120     # any other phase of one configuration (a hung kernel is killed after this)
+START_TIMEOUT_S = 180
+
+
+class WorkerError(LabkitError):
+    """A worker could not start, or reported an error that is not a measurement outcome."""
+
+
+def _child(conn, gpu, runner_spec, env):
+    """The worker's main: pin the GPU (by UUID: CUDA's own numbering may differ from the host's),
+    then serve ('run', title, cfg) until ('stop',)."""
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu["uuid"]
+        os.environ["LABKIT_GPU_INDEX"] = str(gpu["index"])
+    os.environ.update(env)
+    try:
+        factory = _resolve(runner_spec[0])
+        runner = factory(**runner_spec[1])
+        from .session import Scope
+
+        scope = Scope()
+        runner.phase = lambda name: conn.send(("phase", name))
+        conn.send(("ready", _identity(runner)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("failed", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        return
+    from .errors import ConfigError
+
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg[0] == "stop":
+            scope.close()
+            return
+        _, title, cfg = msg
+        try:
+            scope.enter(title, cfg.op)
+            conn.send(("row", runner.run(cfg)))
+        except ConfigError as e:
+            conn.send(("config_error", str(e)))
+        except BaseException as e:  # noqa: BLE001
+            rec = getattr(e, "record", None)
+            if rec is not None:  # ContextLost: report the row, then go (the parent starts a new worker)
+                conn.send(("lost", rec))
+                conn.close()
+                os._exit(3)
+            conn.send(("crash", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+                       traceback.format_exc()))
+
+
+def _identity(runner) -> dict:
+    ident = getattr(runner, "identity", None)
+    if ident:
+        return ident()
+    from .device import properties
+
+    p = properties()
+    return {"gpu": p["gpu"], "gpu_index": p["index"], "uuid": p["uuid"], "pid": os.getpid()}
+
+
+def _resolve(spec: str):
+    import importlib
+
+    mod, _, name = spec.partition(":")
+    return getattr(importlib.import_module(mod), name)
+
+
+class Worker:
+    """One worker process and its pipe."""
+
+    def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
+        """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_child, args=(child, gpu, runner_spec, self.env), daemon=True,
+                                name=f"labkit-worker-gpu{gpu['index'] if gpu else ''}")
+        self.proc.start()
+        child.close()
+        msg = self._recv(start_timeout_s, "start")
+        if msg is None or msg[0] != "ready":
+            detail = msg[2] if msg and len(msg) > 2 else ""
+            self.kill()
+            raise WorkerError(f"the worker for GPU {gpu['index'] if gpu else 0} did not start: "
+                              f"{msg[1] if msg else 'no answer in %d s' % start_timeout_s}\n{detail}".strip())
+        self.identity = msg[1]
+
+    def _recv(self, timeout, what):
+        if self.conn.poll(timeout):
+            try:
+                return self.conn.recv()
+            except (EOFError, OSError):
+                return None
+        return None
+
+    def alive(self) -> bool:
+        return self.proc.is_alive()
+
+    def run(self, title, cfg, phase_timeout_s=PHASE_TIMEOUT_S) -> tuple:
+        """('row', rec) or ('lost', rec) or ('dead'|'timeout', message) or ('config_error', msg)."""
+        try:
+            self.conn.send(("run", title, cfg))
+        except (BrokenPipeError, OSError):
+            return ("dead", f"the worker had exited (code {self.proc.exitcode})")
+        phase = "compile"
+        while True:
+            limit = COMPILE_TIMEOUT_S if phase == "compile" else phase_timeout_s
+            got = self.conn.poll(limit)
+            if not got:
+                self.kill()
+                return ("timeout", f"no progress for {limit:.0f} s in phase '{phase}' (a hung kernel?); "
+                                   "the worker was killed and replaced")
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                self.proc.join(5)
+                code = self.proc.exitcode
+                how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                return ("dead", f"the worker process died ({how}) in phase '{phase}'")
+            if msg[0] == "phase":
+                phase = msg[1]
+                continue
+            return msg
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+            self.proc.join(10)
+        except (BrokenPipeError, OSError):
+            pass
+        if self.proc.is_alive():
+            self.kill()
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(10)
+        self.conn.close()
+
+
+def failure_row(cfg, kind: str, message: str, identity: dict) -> dict:
+    """The record of a configuration whose worker died, hung or lost its CUDA context."""
+    v = cfg.variant
+    return {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
+            "offset": cfg.offset, "status": "error", "error": message, "worker": kind,
+            "kernel": v.kernel or v.symbol or v.name, **{k: identity.get(k) for k in ("gpu", "gpu_index")}}
+
+
+class WorkerPool:
+    """One worker per GPU; `run_all` spreads groups of configurations over them."""
+
+    shared = False  # the session's pools (pool()) outlive one run
+
+    def __init__(self, gpus=None, runner: str = "labkit.runner:Runner", env=None,
+                 phase_timeout_s: float = PHASE_TIMEOUT_S, fake_gpus: int | None = None, **runner_kw):
+        """`gpus`: 'all', '0,1', [0, 1]; `runner`: 'module:factory' of the worker's runner (tests use
+        fakes, with `fake_gpus` workers and no GPU)."""
+        self.gpus_info = ([{"index": i, "uuid": None} for i in range(fake_gpus)] if fake_gpus
+                          else resolve_gpus(gpus))
+        self.indices = [g["index"] for g in self.gpus_info]
+        self.spec = (runner, runner_kw)
+        self.env = env or {}
+        self.phase_timeout_s = phase_timeout_s
+        self.workers: dict = {}
+        self.restarts = 0
+        self._lock = threading.Lock()
+
+    def _worker(self, gpu) -> Worker:
+        w = self.workers.get(gpu)
+        if w is None or not w.alive():
+            if w is not None:
+                self.restarts += 1
+            info = next(g for g in self.gpus_info if g["index"] == gpu)
+            w = self.workers[gpu] = Worker(info if info["uuid"] else None, self.spec,
+                                           dict(self.env, LABKIT_GPU_INDEX=str(gpu)))
+        return w
+
+    def gpus(self) -> list:
+        return list(self.indices)
+
+    def identities(self) -> list:
+        return [self._worker(g).identity for g in self.indices]
+
+    def _one(self, gpu, title, cfg) -> dict:
+        w = self._worker(gpu)
+        msg = w.run(title, cfg, self.phase_timeout_s)
+        kind = msg[0]
+        if kind == "row":
+            return msg[1]
+        if kind == "config_error":
+            from .errors import ConfigError
+
+            raise ConfigError(msg[1])
+        if kind == "lost":
+            w.proc.join(10)
+            rec = dict(msg[1], worker="replaced: CUDA context lost")
+            return rec
+        if kind == "crash":
+            raise WorkerError(f"{cfg.describe()}: {msg[1]}\n{msg[2]}")
+        return failure_row(cfg, kind, f"{cfg.describe()}: {msg[1]}", w.identity)
+
+    def run_group(self, title, configs, gpu=None):
+        gpu = self.indices[0] if gpu is None else gpu
+        for cfg in configs:
+            yield self._one(gpu, title, cfg)
+
+    def run_all(self, title, groups):
+        """Yield records as they arrive; each worker takes the next group when it is free."""
+        if len(self.indices) == 1:
+            for g in groups:
+                yield from self.run_group(title, g)
+            return
+        todo, out = queue.Queue(), queue.Queue()
+        for g in groups:
+            todo.put(g)
+        stop = threading.Event()
+
+        def serve(gpu):
+            try:
+                while not stop.is_set():
+                    try:
+                        g = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    for rec in self.run_group(title, g, gpu):
+                        out.put(("row", rec))
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer
+                out.put(("error", e))
+            finally:
+                out.put(("done", gpu))
+
+        threads = [threading.Thread(target=serve, args=(g,), daemon=True) for g in self.indices]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        try:
+            while running:
+                kind, item = out.get()
+                if kind == "row":
+                    yield item
+                elif kind == "error":
+                    raise item
+                else:
+                    running -= 1
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(1)
+
+    def close(self) -> None:
+        for w in self.workers.values():
+            w.stop()
+        self.workers.clear()
+
+
+def parse_gpus(gpus) -> list | None:
+    """'all' / None -> None (every visible GPU); '0,1', 1 or [0, 1] -> [0, 1]; ConfigError otherwise."""
+    from .errors import ConfigError
+
+    if gpus is None or gpus == "all":
+        return None
+    if isinstance(gpus, int):
+        gpus = [gpus]
+    if isinstance(gpus, str):
+        try:
+            gpus = [int(x) for x in gpus.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--gpus takes 'all' or GPU indices like 0,1, got {gpus!r}") from None
+    out = list(dict.fromkeys(int(g) for g in gpus))
+    if not out or any(g < 0 for g in out):
+        raise ConfigError(f"--gpus takes 'all' or GPU indices >= 0, got {gpus!r}")
+    return out
+
+
+def resolve_gpus(gpus) -> list:
+    """The visible GPUs ({'index', 'uuid', 'name'}) that `gpus` names; a clear error for others."""
+    from .device import NO_GPU, visible_gpus
+    from .errors import ConfigError, NoGPUError
+
+    want = parse_gpus(gpus)
+    found = visible_gpus()
+    if not found:
+        raise NoGPUError(NO_GPU)
+    if want is None:
+        return found
+    have = {g["index"]: g for g in found}
+    missing = [i for i in want if i not in have]
+    if missing:
+        raise ConfigError(f"--gpus {','.join(map(str, want))}: no visible GPU {', '.join(map(str, missing))}; "
+                          f"visible GPUs are {', '.join(str(i) for i in have)}")
+    return [have[i] for i in want]
+
+
+_pools: dict = {}
+
+
+def pool(gpus=None, **kw) -> WorkerPool:
+    """The session's shared pool for these GPUs and settings (started once, closed at exit)."""
+    key = (tuple(g["index"] for g in resolve_gpus(gpus)), tuple(sorted((k, repr(v)) for k, v in kw.items())))
+    if key not in _pools:
+        p = WorkerPool(list(key[0]), **kw)
+        p.shared = True
+        _pools[key] = p
+    return _pools[key]
+
+
+@atexit.register
+def _close_pools():
+    for p in _pools.values():
+        p.close()
+    _pools.clear()

@@ -1,0 +1,82 @@
+"""GPU half: the timed region is host-independent, rows carry both times and their provenance,
+and a kernel that is right only once fails its re-check."""
+import time
+
+import pytest
+
+import labkit
+from labkit.config import make_rule, resolve
+from labkit.launch import launcher_for
+from labkit.registry import get_op
+from labkit.runner import Runner
+from labkit.timing import measure, no_blocking
+
+pytestmark = pytest.mark.gpu
+RULE = make_rule(budget_s=0.3, noise_target=0.005)
+
+
+def _add(shape):
+    import torch
+
+    op = get_op("add")
+    a = torch.randn(shape, device="cuda", dtype=torch.float16)
+    b, c = torch.randn_like(a), torch.empty_like(a)
+    return launcher_for(op, op.variant("f16x8_pack")).prepare([a, b, c])
+
+
+@pytest.mark.parametrize("mode", ["cold", "hot"])
+def test_a_slow_host_does_not_reach_into_the_timed_region(mode):
+    go = _add((1024, 1024))
+
+    def slow():
+        time.sleep(100e-6)  # a host 100 µs slower per enqueue than any real one
+        go()
+
+    fast = measure(go, mode, RULE)
+    slowed = measure(slow, mode, RULE)
+    assert fast.blocking == slowed.blocking == "kernel"
+    assert abs(slowed.summary.median - fast.summary.median) * 1e6 <= 0.5, (fast.summary, slowed.summary)
+
+
+def test_without_the_blocking_kernel_the_slow_host_shows():
+    # the test above has teeth: with the spin fallback, 100 µs of host time lands in each cold sample
+    go = _add((1024, 1024))
+
+    def slow():
+        time.sleep(100e-6)
+        go()
+
+    with no_blocking():
+        m = measure(slow, "cold", RULE)
+    assert m.blocking == "spin" and m.summary.median * 1e6 > measure(go, "cold", RULE).summary.median * 1e6 + 20
+
+
+@pytest.mark.parametrize("mode", ["cold", "hot"])
+def test_timed_row_has_both_times_and_its_provenance(mode, tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path))
+    r = Runner().run(resolve("add", "f16x8_pack", "f16", "2048x2048", mode, rule=RULE))
+    assert r["status"] == "ok" and r["recheck"] == "ok" and r["blocking"] == "kernel"
+    assert 0 < r["kernel_us"] < r["time_us"] and r["host_bound"] is False
+    assert r["overhead_us"] == pytest.approx(r["time_us"] - r["kernel_us"])
+    assert r["noise_target"] == RULE.noise_target and r["budget_s"] == RULE.budget_s and "converged" in r
+    assert r["peak_ref"].startswith(r["gpu"].lower().replace(" ", "-")) or "/device.json#" in r["peak_ref"]
+    assert r["commit_source"] in ("git", "LABKIT_COMMIT") and "dirty" in r
+    assert r["min_us"] <= r["q1_us"] <= r["time_us"] <= r["q3_us"] <= r["max_us"]
+    assert (tmp_path / r["peak_ref"].split("#")[0]).exists()  # the ceilings it names are stored
+
+
+def test_a_kernel_right_only_on_a_poisoned_buffer_fails_its_recheck():
+    # accumulates into c: right after the poison-and-run check only if c started at zero... it does not,
+    # so write it as c = a + b the first time (c is NaN) and c += a + b afterwards
+    src = """__global__ void once(const float* a, const float* b, float* c, int64_t n) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = (c[i] != c[i]) ? a[i] + b[i] : c[i] + a[i] + b[i];
+}"""
+    labkit.inline("add", "once", src, "once", "f32")
+    r = Runner(peak=False).run(resolve("add", "once", "f32", "64x64", rule=RULE))
+    assert r["status"] == "failed" and r["recheck"] == "failed" and "after" in r["error"] and "time_us" not in r
+
+
+def test_measure_is_public():
+    m = labkit.measure(_add((2048, 2048)), "cold", budget_s=0.1)
+    assert m.summary.median > 0 and m.stop_reason in ("converged", "budget", "max_samples")
