@@ -18,11 +18,12 @@ def main(argv=None) -> dict:
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per configuration (default 0.3)")
+    ap.add_argument("--repeat", type=int, default=2, help="runs of each setting, interleaved (default 2)")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     configs = get_sweep("seed000").configs({"budget_s": a.budget})
     walls = {}
-    for kt in (False, True, False, True):  # interleaved: warm caches and clocks alike for both
+    for kt in (False, True) * a.repeat:  # interleaved: warm caches and clocks alike for both
         ex = Local(kernel_time=kt)
         t0 = time.perf_counter()
         run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
