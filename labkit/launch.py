@@ -102,6 +102,10 @@ class Launch:
         self._argp = ctypes.c_void_p(ctypes.addressof(args))
         self._stream = torch._C._cuda_getCurrentRawStream
 
+    @property
+    def args(self) -> LkArgs:
+        return self._keep[0]
+
     def __call__(self) -> int:
         rc = self._fn(self._argp, self._stream(self._dev))
         if rc < 0:

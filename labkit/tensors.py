@@ -11,6 +11,8 @@ def alloc(shape, dtype: str, offset: int = 0, device: str = "cuda"):
     (offset > 0 gives a view that is not 16-byte aligned)."""
     import torch
 
+    if offset == 0:  # the common case (labkit.call) in one allocation, no view
+        return torch.empty(shape, dtype=torch_dtype(dtype), device=device)
     n = math.prod(shape)
     base = torch.empty(n + offset, dtype=torch_dtype(dtype), device=device)
     return base[offset:offset + n].view(shape)

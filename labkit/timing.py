@@ -182,8 +182,12 @@ def _run_samples(one_sample, rule: StopRule, group: int):
             return samples, reason, blk_used, timeouts
 
 
+HOT_TARGET_S = 2e-3  # a hot sample's length: the graph's own launch cost (~3 µs) over >= ~50 launches
+HOT_MAX_BATCH = 1000
+
+
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
-            hot_target_s: float = 200e-6, ranges: bool = False, energy: bool = False) -> Measurement:
+            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False) -> Measurement:
     """Time `fn()`, which launches GPU work on the current stream (triton's `do_bench`
     counterpart): warm-up, then samples until the stop rule says so. With `ranges`, the warm-up
     and the timed loop sit in NVTX ranges 'warmup' and 'timed <mode>'. With `energy`, NVML power
@@ -262,9 +266,10 @@ def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
         samples, reason, blocking, timeouts = _run_samples(cold, rule, GROUP["cold"])
         method, batch = "events", 1
     else:
-        # batch so that one sample lasts ~hot_target_s (short kernels need many launches per event)
+        # batch so that one sample lasts ~hot_target_s: the replay's fixed cost per launch stays under
+        # ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch, H100)
         est = estimate(fn)
-        batch = max(1, min(1000, int(hot_target_s / max(est, 1e-7))))
+        batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
         graph = _capture(fn, batch)
         method = "graph" if graph is not None else "loop"
 
@@ -311,15 +316,19 @@ _flush_kernels: dict = {}
 
 
 def _gpu_events(body, reps):
+    import warnings
+
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(reps):
-                body()
-            torch.cuda.current_stream().synchronize()
+        with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
+            warnings.simplefilter("ignore", UserWarning)
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(reps):
+                    body()
+                torch.cuda.current_stream().synchronize()
     except RuntimeError:
         return None
     ev = [e for e in prof.events() if e.device_type == DeviceType.CUDA]

@@ -1,41 +1,84 @@
-"""The CUDA toolkit's programs (leaf layer): nvcc, cuobjdump, nvdisasm, cu++filt, found on PATH,
-under $CUDA_HOME / /usr/local/cuda, or in the pip wheels (nvidia-cuda-nvcc, nvidia-cuda-cuobjdump,
-nvidia-cuda-nvdisasm), so a machine with only Python can compile kernels and read their SASS."""
+"""The CUDA toolkit's programs (leaf layer): nvcc, cuobjdump, nvdisasm, cu++filt.
+
+Search order, per program (the first folder holding it wins):
+  1. $CUDA_HOME/bin, then $CUDA_PATH/bin   (a toolkit named on purpose; torch's own order)
+  2. PATH                                 (what the shell would run)
+  3. this Python's nvidia-* wheels        (site-packages/nvidia/cu13/bin, nvidia/<pkg>/bin)
+  4. /usr/local/cuda/bin                  (the default install, even when not on PATH)
+
+So a machine with only Python compiles kernels and reads their SASS after `pip install
+'labkit[cuda]'` (the test extra includes it): nvidia-cuda-nvcc brings nvcc, ptxas and the runtime
+headers (its dependencies nvidia-cuda-runtime, -crt and nvidia-nvvm), nvidia-cuda-cccl the headers
+that cuda_fp16.h includes (<nv/target>), nvidia-cuda-cuobjdump and -nvdisasm the disassemblers. The
+wheels' nvcc finds its headers by itself (its nvcc.profile adds -I include and -isystem
+include/cccl), so labkit passes no extra flags. No wheel carries cu++filt (nvidia-cuda-cuxxfilt holds
+only a header); sass.demangle falls back to binutils' c++filt."""
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import os
+import re
 import shutil
+import subprocess
 from pathlib import Path
 
 from .errors import ToolMissingError
 
-PIP = {"nvcc": "nvidia-cuda-nvcc", "cuobjdump": "nvidia-cuda-cuobjdump", "nvdisasm": "nvidia-cuda-nvdisasm"}
+DEFAULT_HOME = "/usr/local/cuda"
+# What to pip-install for a program. nvcc alone cannot compile labkit's kernels: cuda_fp16.h includes
+# <nv/target>, which only nvidia-cuda-cccl carries.
+PIP = {"nvcc": "nvidia-cuda-nvcc nvidia-cuda-cccl", "cuobjdump": "nvidia-cuda-cuobjdump",
+       "nvdisasm": "nvidia-cuda-nvdisasm"}
 
 
-def _wheel_dirs() -> list:
-    """bin/ folders of the nvidia-* wheels (nvidia/<pkg>/bin, nvidia/cu13/bin)."""
+def wheel_dirs() -> list[Path]:
+    """bin/ folders of this Python's nvidia-* wheels: nvidia/cu13/bin (CUDA 13 wheels) and
+    nvidia/<pkg>/bin (CUDA 12 ones, e.g. nvidia/cuda_nvcc/bin), in name order."""
     try:
-        import nvidia
-    except ImportError:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
         return []
     out = []
-    for p in getattr(nvidia, "__path__", []):
-        out += sorted(Path(p).glob("*/bin"))
+    for p in (spec.submodule_search_locations or []) if spec else []:
+        out += sorted(d for d in Path(p).glob("*/bin") if d.is_dir())
     return out
 
 
+def search_dirs() -> list[tuple[str, Path]]:
+    """(where, folder) in search order; PATH's folders are those of $PATH."""
+    out = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            out.append((f"${var}", Path(os.environ[var]) / "bin"))
+    out += [("PATH", Path(p)) for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    out += [("wheel", d) for d in wheel_dirs()]
+    out.append((DEFAULT_HOME, Path(DEFAULT_HOME) / "bin"))
+    return out
+
+
+def _runnable(p: Path) -> bool:
+    return p.exists() and not p.is_dir() and os.access(p, os.X_OK)
+
+
+def locate(name: str) -> tuple[str, Path] | None:
+    """(where, path) of the first `name` in search order, or None."""
+    for where, d in search_dirs():
+        if _runnable(d / name):
+            return where, d / name
+    return None
+
+
 def tool(name: str) -> str:
-    """Path of a toolkit program, or ToolMissingError saying how to get it."""
-    found = shutil.which(name)
+    """Path of a toolkit program, or ToolMissingError saying where it looked and how to get it."""
+    found = locate(name)
     if found:
-        return found
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    cands = [Path(h) / "bin" / name for h in homes if h] + [d / name for d in _wheel_dirs()]
-    for c in cands:
-        if c.exists():
-            return str(c)
-    pip = f" (pip install {PIP[name]})" if name in PIP else ""
-    raise ToolMissingError(f"{name} not found on PATH, in $CUDA_HOME, /usr/local/cuda or the nvidia-* wheels{pip}")
+        return str(found[1])
+    pip = f"; pip install {PIP[name]} (labkit's `cuda` extra pins a matching set)" if name in PIP else ""
+    raise ToolMissingError(f"{name} not found on PATH or in the CUDA toolkit: looked in $CUDA_HOME/bin, "
+                           f"$CUDA_PATH/bin, PATH, this Python's nvidia-* wheels (site-packages/nvidia/*/bin) "
+                           f"and {DEFAULT_HOME}/bin{pip}")
 
 
 def nvcc_path() -> str:
@@ -43,8 +86,59 @@ def nvcc_path() -> str:
 
 
 def cuda_home() -> Path:
-    """The toolkit folder for torch.utils.cpp_extension: the one holding the nvcc labkit uses."""
+    """The toolkit folder for torch.utils.cpp_extension: the one of the nvcc labkit uses, with
+    include/cuda_runtime.h and a linkable libcudart.so (see _linkable_home for the wheels)."""
     try:
-        return Path(nvcc_path()).resolve().parent.parent
+        nvcc = nvcc_path()
     except ToolMissingError as e:
         raise ToolMissingError(f"{e}; kernels need nvcc to build") from None
+    return _linkable_home(_home_of(nvcc))
+
+
+def _home_of(nvcc: str) -> Path:
+    """The folder above nvcc's bin/. For a wrapper script (/usr/local/bin/nvcc that execs the real
+    one) nvcc itself says where it lives: `nvcc -dryrun` prints `#$ _HERE_=<its bin folder>`."""
+    home = Path(nvcc).resolve().parent.parent
+    if (home / "include" / "cuda_runtime.h").exists():
+        return home
+    return _dryrun_home(nvcc) or home
+
+
+@functools.lru_cache(maxsize=8)
+def _dryrun_home(nvcc: str) -> Path | None:
+    try:
+        r = subprocess.run([nvcc, "-dryrun", "-E", "-x", "cu", os.devnull], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^#\$ _HERE_=(.+)$", r.stdout + r.stderr, re.M)
+    if not m:
+        return None
+    home = Path(m.group(1).strip()).resolve().parent
+    return home if (home / "include" / "cuda_runtime.h").exists() else None
+
+
+def _linkable_home(home: Path) -> Path:
+    """`home`, or, where it has no unversioned libcudart.so to link with `-lcudart` (the wheels ship
+    lib/libcudart.so.13 only), a folder in labkit's cache that links bin, include, nvvm and lib to
+    `home`'s and adds lib64/libcudart.so -> the versioned one."""
+    if any((home / d / "libcudart.so").exists() for d in ("lib64", "lib")):
+        return home
+    libs = sorted((home / "lib").glob("libcudart.so.*")) if (home / "lib").is_dir() else []
+    if not libs:
+        return home
+    from .paths import cache_root
+
+    shadow = cache_root() / "cuda-home" / hashlib.sha256(str(home).encode()).hexdigest()[:12]
+    lib64 = shadow / "lib64"
+    lib64.mkdir(parents=True, exist_ok=True, mode=0o700)
+    links = {shadow / d: home / d for d in ("bin", "include", "nvvm", "lib") if (home / d).exists()}
+    links.update({lib64 / "libcudart.so": libs[0]})
+    links.update({lib64 / p.name: p for p in (home / "lib").iterdir() if p.name != "libcudart.so"})
+    for link, target in links.items():
+        if link.is_symlink() and os.readlink(link) == str(target):
+            continue
+        tmp = link.with_name(f".{link.name}.{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        tmp.replace(link)
+    return shadow

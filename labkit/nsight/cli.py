@@ -25,13 +25,16 @@ def add_profile_parser(sub) -> None:
     pr.add_argument("--save", help="also write the summary tables (csv + meta.json) here, for recorded mode")
     pr.add_argument("--nsys", help="path to nsys (default: PATH, $LABKIT_NSYS, the Nsight install folders)")
     pr.add_argument("--ncu-path", help="path to ncu (default: PATH, $LABKIT_NCU, the Nsight install folders)")
-    pr.add_argument("--timeout", type=float, default=600, help="seconds before the profiler is stopped (600)")
+    pr.add_argument("--timeout", type=float, default=600,
+                    help="seconds each tool run may take before it is stopped: nsys profile, nsys stats, nsys export, "
+                         "the kernel-time run, ncu (600)")
 
 
 def cmd_profile(a):
     import pandas as pd
 
-    from .. import nsight
+    from .ncu import UNDER_NCU, ncu_metrics, ncu_table
+    from .profiling import profile
 
     if a.ncu:
         if not a.op or not a.variants:
@@ -42,13 +45,14 @@ def cmd_profile(a):
 
             o = get_op(a.op)
             shape = o.format_shape(o.default_shapes[0])
-        frames = [nsight.ncu_metrics(a.op, v, shape, a.dtype, a.mode[0], a.ncu_path, a.timeout)
+        frames = [ncu_metrics(a.op, v, shape, a.dtype, a.mode[0], ncu=a.ncu_path, timeout=a.timeout)
                   for v in a.variants.split(",")]
-        print(nsight.ncu_table(frames).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(nsight.UNDER_NCU)
+        print(ncu_table(frames).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(UNDER_NCU)
         return 0
     variants = a.variants.split(",") if a.variants else None
-    p = nsight.profile(a.op, variants, a.shapes, tuple(a.mode), a.dtype, a.sweep, a.out, a.budget, a.nsys, a.timeout)
+    p = profile(a.op, variants, a.shapes, tuple(a.mode), a.dtype, a.sweep, out_dir=a.out, budget=a.budget, nsys=a.nsys,
+                timeout=a.timeout)
     with pd.option_context("display.width", 200, "display.max_colwidth", 40):
         print("$ " + "\n$ ".join(p.commands))
         print("\n== NVTX ranges (labkit domain)\n" + p.ranges.round(3).to_string(index=False))
