@@ -1,0 +1,90 @@
+"""CPU half: the worker protocol (spawned processes, fake runners): rows come back, a killed or
+hung worker costs one row and is replaced, a lost CUDA context replaces the worker, --gpus spreads
+groups over N workers and every row says which GPU measured it."""
+import pytest
+
+from labkit.errors import ConfigError
+from labkit.records import ResultLog
+from labkit.session import groups, run
+from labkit.workers import WorkerPool, WorkerError, parse_gpus
+
+from fake_runner import configs
+
+RUNNER = "fake_runner:FakeRunner"
+
+
+@pytest.fixture
+def pool1():
+    p = WorkerPool(runner=RUNNER, fake_gpus=1, phase_timeout_s=3)
+    yield p
+    p.close()
+
+
+def test_rows_come_back_from_a_worker(pool1):
+    rows = run(configs(["ok", "slow"]), ResultLog(), pool1, progress=False)
+    assert [r["variant"] for r in rows] == ["ok", "slow"] and {r["status"] for r in rows} == {"ok"}
+    assert rows[0]["pid"] != __import__("os").getpid()
+
+
+def test_a_killed_worker_costs_one_row_and_is_replaced(pool1):
+    rows = run(configs(["ok", "die", "ok2"]), ResultLog(), pool1, progress=False)
+    by = {r["variant"]: r for r in rows}
+    assert by["die"]["status"] == "error" and "died" in by["die"]["error"] and "signal 9" in by["die"]["error"]
+    assert by["ok"]["status"] == by["ok2"]["status"] == "ok" and by["ok"]["pid"] != by["ok2"]["pid"]
+    assert pool1.restarts == 1
+
+
+def test_a_hung_worker_is_killed_after_its_phase_timeout(pool1):
+    rows = run(configs(["hang", "ok"]), ResultLog(), pool1, progress=False)
+    assert rows[0]["status"] == "error" and "no progress for 3 s in phase 'timed'" in rows[0]["error"]
+    assert rows[1]["status"] == "ok" and pool1.restarts == 1
+
+
+def test_a_lost_cuda_context_is_a_row_naming_the_error_and_kernel(pool1):
+    rows = run(configs(["lost", "ok"]), ResultLog(), pool1, progress=False)
+    assert rows[0]["status"] == "error" and "illegal memory access" in rows[0]["error"]
+    assert rows[0]["kernel"] == "boom_kernel" and "context lost" in rows[0]["worker"]
+    assert rows[1]["status"] == "ok" and pool1.restarts == 1
+
+
+def test_an_unexpected_error_in_a_worker_is_raised_not_hidden(pool1):
+    with pytest.raises(WorkerError, match="not a measurement outcome"):
+        run(configs(["boom"]), ResultLog(), pool1, progress=False)
+
+
+def test_gpus_split_groups_over_n_workers_and_rows_name_their_gpu(tmp_path):
+    pool = WorkerPool(runner=RUNNER, fake_gpus=3)
+    try:
+        cfgs = configs(["ok", "slow"], shapes=[(64 * k, 64) for k in range(1, 10)])
+        log = ResultLog(tmp_path / "rows.jsonl")
+        rows = run(cfgs, log, pool, progress=False)
+    finally:
+        pool.close()
+    assert len(rows) == len(cfgs) == len(ResultLog(tmp_path / "rows.jsonl").rows)
+    assert {r["gpu_index"] for r in rows} == {0, 1, 2}  # every worker took groups
+    for g in groups(cfgs):  # a group (its baseline and variants) stays on one GPU
+        idx = {r["gpu_index"] for r in rows if r["shape"] == g[0].shape_s}
+        assert len(idx) == 1
+
+
+def test_gpus_all_on_one_gpu_equals_a_plain_run():
+    cfgs = configs(["ok", "slow"], shapes=[(64, 64), (128, 64)])
+    one, many = WorkerPool(runner=RUNNER, fake_gpus=1), WorkerPool(runner=RUNNER, fake_gpus=1)
+    try:
+        a = run(cfgs, ResultLog(), one, progress=False)
+        b = run(cfgs, ResultLog(), many, progress=False)
+    finally:
+        one.close(), many.close()
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "pid"} for r in rows]  # noqa: E731
+    assert strip(a) == strip(b)
+
+
+@pytest.mark.parametrize("text,want", [("all", None), (None, None), ("0,1", [0, 1]), ("2", [2]), (1, [1]), ([3, 3], [3])])
+def test_gpus_argument(text, want):
+    assert parse_gpus(text) == want
+
+
+@pytest.mark.parametrize("bad", ["x", "0,-1", "", [-2]])
+def test_bad_gpus_argument_names_the_form(bad):
+    with pytest.raises(ConfigError, match="--gpus takes 'all' or GPU indices"):
+        parse_gpus(bad)
