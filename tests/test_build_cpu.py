@@ -1,0 +1,157 @@
+"""CPU half, builds: the key, compile errors with file and line, generated export tables, and
+recovery (a stale lock taken over, a bounded and visible wait, a library that does not load rebuilt
+once then named), with environment values validated before they reach a shell."""
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+from labkit import build
+from labkit.errors import BuildError, ConfigError
+from labkit.paths import cache_root
+
+
+def test_build_key_changes_with_source_flags_and_deps(tmp_path):
+    a, dep = tmp_path / "k.cu", tmp_path / "fam.cu"
+    a.write_text("__global__ void k() {}")
+    dep.write_text("// family")
+    k1 = build.build_key([a], ["-O3"], [dep])
+    assert build.build_key([a], ["-O2"], [dep]) != k1
+    dep.write_text("// family, edited")
+    assert build.build_key([a], ["-O3"], [dep]) != k1
+
+
+def test_compile_error_carries_file_and_line():
+    log = ("[1/2] nvcc ... -c /x/kernels/add.cu -o add.cuda.o\nFAILED: add.cuda.o\n"
+           "/x/kernels/add.cu(42): error: identifier \"oops\" is undefined\n    c[i] = oops;\n           ^\n")
+    e = build.parse_compile_error(log)
+    assert (e.file, e.line) == ("/x/kernels/add.cu", 42) and str(e).startswith("/x/kernels/add.cu:42:")
+
+
+def test_export_table_is_generated_from_the_variant_lines():
+    from labkit.registry import family_exports
+
+    text = build.export_source("add.cu", family_exports("add.cu"))
+    assert text.startswith('#include "add.cu"')
+    assert "LK_EXPORT int add_f16x8_pack(const lk_args* a, cudaStream_t s) { return launch_add<__half, 8, 16, 256>(a, s); }" in text
+    with pytest.raises(ConfigError, match="not a C identifier"):
+        build.export_source("add.cu", [("bad name", "x")])
+
+
+@pytest.mark.parametrize("arch", ["90/../..", "`touch x`", "90;rm", "sm_90", " "])
+def test_bad_arch_never_reaches_a_shell(arch, monkeypatch):
+    monkeypatch.setenv("LABKIT_ARCH", arch)
+    with pytest.raises(ConfigError, match="not a compute capability list"):
+        build.target_arch()
+
+
+@pytest.mark.parametrize("arch,flags", [("90", ["-gencode=arch=compute_90,code=sm_90"]),
+                                        ("80,90a", ["-gencode=arch=compute_80,code=sm_80",
+                                                    "-gencode=arch=compute_90a,code=sm_90a"])])
+def test_good_arch_lists(arch, flags):
+    assert build.arch_flags(arch) == flags
+
+
+@pytest.mark.parametrize("value", ["/tmp/a b", "/tmp/`id`", "/tmp/$(id)", "/tmp/x;y"])
+def test_cache_path_must_be_plain(value, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", value)
+    with pytest.raises(ConfigError, match="not a plain path"):
+        cache_root()
+
+
+def test_cache_is_private_and_a_shared_one_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "c"))
+    assert oct(cache_root().stat().st_mode & 0o777) == "0o700"
+    (tmp_path / "c").chmod(0o777)
+    with pytest.raises(ConfigError, match="writable by others"):
+        cache_root()
+
+
+def _real_so(path):
+    src = path.with_suffix(".c")
+    src.write_text("int lk_probe(void) { return 7; }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(path), str(src)], check=True)
+
+
+class FakeExtension:
+    """torch.utils.cpp_extension's load(), writing a real (or a broken) shared library."""
+
+    def __init__(self, broken=0):
+        self.loads, self.broken = 0, broken
+
+    def load(self, name, build_directory, **kw):
+        self.loads += 1
+        so = os.path.join(build_directory, f"{name}.so")
+        if self.broken:
+            self.broken -= 1
+            open(so, "wb").write(b"\x7fELF truncated")
+        else:
+            _real_so(type(build.KERNELS_DIR)(so))
+
+
+@pytest.fixture
+def fake_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "cache"))
+    src = tmp_path / "k.cu"
+    src.write_text("// kernel")
+    ext = FakeExtension()
+    monkeypatch.setattr(build, "_require_toolkit", lambda: ext)
+    monkeypatch.setattr(build, "_toolchain_key", lambda: "test")
+    build._libraries.clear()
+    return src, ext
+
+
+def test_a_stale_lock_is_taken_over_with_a_message(fake_build, capsys):
+    src, ext = fake_build
+    key = build.build_key([src.resolve()], [*build.NVCC_FLAGS, *build.arch_flags("90")])
+    d = cache_root() / f"k-sm90-{key}"
+    d.mkdir(parents=True)
+    (d / "lock").write_text("")  # what a build killed by SIGTERM leaves behind
+    lib = build.build_library("k", [src], "90")
+    assert lib.handle().lk_probe() == 7 and not (d / "lock").exists()
+    assert "took over a stale build lock" in capsys.readouterr().err
+
+
+def test_a_library_that_does_not_load_is_rebuilt_once_then_named(fake_build, capsys):
+    src, ext = fake_build
+    ext.broken = 1
+    assert build.build_library("k", [src], "90").handle().lk_probe() == 7
+    assert ext.loads == 2 and "does not load" in capsys.readouterr().err
+    build._libraries.clear()
+    src.write_text("// kernel, edited")
+    ext.broken = 2
+    with pytest.raises(BuildError, match="does not load after a rebuild") as e:
+        build.build_library("k", [src], "90")
+    assert str(cache_root()) in str(e.value)
+
+
+def test_a_wait_for_another_build_is_visible_and_bounded(tmp_path, capsys):
+    from filelock import FileLock
+
+    d = tmp_path / "b"
+    d.mkdir()
+    held = FileLock(str(d / ".labkit.lock"))
+    (d / ".labkit.owner").write_text("pid 4242")
+    ready = threading.Event()
+
+    def hold():
+        held.acquire()
+        ready.set()
+        time.sleep(6)
+        held.release()
+    threading.Thread(target=hold, daemon=True).start()
+    ready.wait()
+    with pytest.raises(BuildError, match="pid 4242 has been building .* if it is not running, remove"):
+        with build._FolderLock(d, wait_s=1):
+            pass
+    assert "waiting for pid 4242 to finish building b" in capsys.readouterr().err
+
+
+def test_a_foreign_library_is_refused(tmp_path, monkeypatch):
+    so = tmp_path / "x.so"
+    so.write_bytes(b"")
+    so.chmod(0o666)
+    with pytest.raises(BuildError, match="others cannot write"):
+        build._owned(so)
