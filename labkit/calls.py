@@ -1,11 +1,16 @@
 """labkit.call: one variant on the caller's own tensors, in the caller's process and stream.
 
 The first call with given input dtypes, shapes, strides and devices resolves the variant, checks the
-inputs against the op's signature (count, dtypes, shapes and their relations, devices) and packs the
-launcher's arguments; later calls with the same signature only allocate the outputs, write the new
-data pointers into a copy of the packed arguments and launch (host cost: benchmarks/launch_cost.py).
-No host sync unless `sync=True`; value checks that need one (index ranges) run with `check=True`.
-Returns the op's outputs only (workspace tensors stay internal)."""
+inputs against the op's signature (count, dims, shapes and their relations, dtypes, contiguity, one
+device; labkit.ops.families.Signature) and packs the launcher's arguments; later calls with the same
+signature only allocate the outputs, write the new data pointers into a copy of the packed arguments
+and launch (host cost: benchmarks/launch_cost.py). Nothing reaches a kernel before its signature
+passed, so a mismatch is a ConfigError, never an out-of-bounds read.
+
+No host sync unless `sync=True`. Value checks that need one (histogram values in [0, bins),
+embedding indices in [0, MaxV)) run only with `check=True`; without it the kernels skip such
+values (never read or write out of bounds) and the result is simply incomplete.
+Returns the op's outputs only (workspace tensors, e.g. softmax's per-block pairs, stay internal)."""
 from __future__ import annotations
 
 import ctypes
@@ -36,18 +41,34 @@ def _launcher(o, v):
 
 
 def data_dtype(o, inputs) -> str | None:
-    """The dtype a call runs on: the first floating-point input's (index tensors are not data)."""
+    """The dtype a call runs on: the first floating-point input's (index tensors are not data);
+    None for a dtype labkit does not know (the signature then names it)."""
     from .dtypes import dtype_name
 
     for t in inputs:
-        if getattr(t, "is_floating_point", None) and t.is_floating_point():
-            return dtype_name(t.dtype)
+        if t.is_floating_point():
+            try:
+                return dtype_name(t.dtype)
+            except ConfigError:
+                return None
     if len(o.dtypes) == 1:
         return o.dtypes[0]
-    for t in inputs:
-        if hasattr(t, "dtype"):
-            return dtype_name(t.dtype)
-    return None
+    try:
+        return dtype_name(inputs[0].dtype)
+    except ConfigError:
+        return None
+
+
+def _variant(o, name: str, inputs):
+    """The variant `name` for these inputs' dtype; a name offered only for another dtype resolves
+    anyway, so that the signature can say which input has the wrong dtype."""
+    dt = data_dtype(o, inputs)
+    if name == "torch":
+        return _resolve(o.name, name, dt if dt in o.dtypes else None)[1]
+    try:
+        return _resolve(o.name, name, dt)[1]
+    except ConfigError:
+        return _resolve(o.name, name, None)[1]  # unknown names raise here, with a suggestion
 
 
 class _Prepared:
@@ -81,6 +102,34 @@ class _Prepared:
 
 
 _prepared: dict = {}
+MAX_PREPARED = 4096  # signatures kept; a notebook looping over many shapes stops caching, never fails
+
+
+def _check_call(o, v, inputs, params, check: bool):
+    """Everything a first call checks before any GPU work; returns the op's shape. Runs on CPU
+    tensors too, so every mistake but the device itself is named without a GPU."""
+    import torch
+
+    unknown = set(params) - set(o.call_params)
+    if unknown:
+        raise ConfigError(f"{o.name} takes no parameter {', '.join(sorted(unknown))}; its call parameters are "
+                          f"{', '.join(o.call_params) or 'none'}")
+    shape = o.signature(list(inputs), v.dtype, **params) if o.signature else tuple(inputs[0].shape)
+    # torch's own gathers assert on the GPU for an index out of range (the context is lost): its
+    # baseline always checks
+    if (check or v.is_torch) and o.validate:
+        o.validate(list(inputs), shape, v.dtype)
+    names = getattr(o.signature, "names", ())
+    for k, t in enumerate(inputs):
+        if not t.is_cuda:
+            name = f" ({names[k]})" if k < len(names) else ""
+            raise ConfigError(f"{o.name}: tensor {k}{name} is on {t.device}; labkit kernels take CUDA tensors "
+                              "(move them with .cuda())")
+    dev = inputs[0].device.index
+    if dev != torch.cuda.current_device():  # the launchers run on the current device's stream
+        raise ConfigError(f"{o.name}: the inputs are on cuda:{dev}, the current device is "
+                          f"cuda:{torch.cuda.current_device()}; call inside `with torch.cuda.device({dev}):`")
+    return shape
 
 
 def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False, **params):
@@ -89,32 +138,28 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
     op's value checks that need a host sync (index / value ranges)."""
     import torch
 
-    try:  # the same signature as an earlier call: its checks hold, only the pointers change
+    try:  # one hash of the signature; anything unhashable (or not a tensor) takes the checked path
         key = (op, variant, tuple((t.dtype, t.shape, t.stride(), t.device) for t in inputs), tuple(params.items()))
-        p = None if check else _prepared.get(key)
+        p = _prepared.get(key)
     except (AttributeError, TypeError):
         key, p = None, None
-    if p is not None:
+    if p is not None and not check:  # the same signature as an earlier call: its checks hold, only the pointers change
         outs = p(inputs)
         if sync:
             torch.cuda.current_stream().synchronize()
         return outs[0] if len(outs) == 1 else tuple(outs)
     if not inputs:
         raise ConfigError(f"{op}: pass the input tensors, e.g. labkit.call({op!r}, {variant!r}, x, ...)")
-    for k, t in enumerate(inputs):
-        if not isinstance(t, torch.Tensor):
-            raise ConfigError(f"{op}: input {k} is a {type(t).__name__}, not a torch.Tensor")
     from .registry import get_op
 
     o = get_op(op)
-    o, v = _resolve(o.name, variant, data_dtype(o, inputs))
-    unknown = set(params) - set(o.call_params)
-    if unknown:
-        raise ConfigError(f"{o.name} takes no parameter {', '.join(sorted(unknown))}; its call parameters are "
-                          f"{', '.join(o.call_params) or 'none'}")
-    shape = o.signature(list(inputs), v.dtype, **params) if o.signature else tuple(inputs[0].shape)
-    if check and o.validate:
-        o.validate(list(inputs), shape, v.dtype)
+    names = getattr(o.signature, "names", ())
+    for k, t in enumerate(inputs):
+        if not isinstance(t, torch.Tensor):
+            name = names[k] if k < len(names) else f"input {k}"
+            raise ConfigError(f"{o.name}: {name} is a {type(t).__name__}, not a torch.Tensor")
+    v = _variant(o, variant, inputs)
+    shape = _check_call(o, v, inputs, params, check)
     outputs = o.make_outputs(list(inputs), shape, v.dtype, 0)
     if v.is_torch:
         o.torch_impl(list(inputs), outputs, shape, v.dtype)
@@ -122,7 +167,7 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
         ints, floats = o.params(shape, v.dtype)
         launch = _launcher(o, v).prepare([*inputs, *outputs], ints, floats)
         launch()
-        if key is not None and len(_prepared) < 4096:
+        if key is not None and len(_prepared) < MAX_PREPARED:
             _prepared[key] = _Prepared(launch._fn, launch.args, outputs, o.outputs_of_call, inputs[0].device.index)
     if sync:
         torch.cuda.current_stream().synchronize()

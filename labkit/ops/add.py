@@ -1,6 +1,7 @@
 """Elementwise add c = a + b (CATALOG §1, seed 000)."""
 from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import Arg, Signature, same_shapes
 
 VARIANTS = [
     V("f32", "f32", 1, 4, "baseline: one float per thread"),
@@ -32,7 +33,7 @@ def _inputs(shape, dtype, gen, offset=0):
 
 
 def _outputs(inputs, shape, dtype, offset=0):
-    return [alloc(shape, dtype, offset)]
+    return [alloc(shape, dtype, offset, device=str(inputs[0].device))]
 
 
 def _reference(inputs, shape, dtype):
@@ -66,5 +67,6 @@ OPS = [Op(
     shape_presets={"seed": SEED_SHAPES, "large": [(8192, 8192), (16384, 16384)]},
     test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
     inline_launcher=INLINE_LAUNCHER,
+    signature=Signature("add", [Arg("a"), Arg("b")], same_shapes("add")),  # any shape up to 4-D
     notes="Seed 000's table: S, K in {1024, 2048, 4096}. Sizes that fit in L2 (≤ 50 MB) measure the cache when hot.",
 )]

@@ -2,6 +2,7 @@
 from ..shapes import format_bytes
 from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import Arg, Signature, shape_of
 
 VARIANTS = [
     V(f"w{w}", "u8", w, w, note)
@@ -17,7 +18,7 @@ def _inputs(shape, dtype, gen, offset=0):
 
 
 def _outputs(inputs, shape, dtype, offset=0):
-    return [alloc(shape, "u8", offset)]
+    return [alloc(shape, "u8", offset, device=str(inputs[0].device))]
 
 
 def _torch(inputs, outputs, shape, dtype):
@@ -41,5 +42,7 @@ OPS = [Op(
     shape_format=lambda shape: format_bytes(shape[0]),
     shape_presets={"seed": [(1 << p,) for p in range(20, 31)], "beyond-L2": [(s,) for s in SIZES]},
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,)],
+    # bytes (the launcher copies out.numel() of them): other data goes in as its bytes
+    signature=Signature("copy", [Arg("x", hint="copy moves bytes: pass x.view(torch.uint8)")], shape_of),
     notes="Effective bandwidth = (bytes read + bytes written) / time, as in seed 001.",
 )]

@@ -1,6 +1,7 @@
 """Grid-stride int32 copy with a capped block count (CATALOG §2, seed 003)."""
 from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import Arg, Signature, shape_of
 
 VARIANTS = [
     V("int", "i32", 1, 4, "scalar int per iteration"),
@@ -16,7 +17,7 @@ def _inputs(shape, dtype, gen, offset=0):
 
 
 def _outputs(inputs, shape, dtype, offset=0):
-    return [alloc(shape, "i32", offset)]
+    return [alloc(shape, "i32", offset, device=str(inputs[0].device))]
 
 
 def _torch(inputs, outputs, shape, dtype):
@@ -39,5 +40,6 @@ OPS = [Op(
     bytes_moved=lambda shape, dtype: 8 * shape[0],
     params=lambda shape, dtype: ((MAX_BLOCKS,), ()),
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (2048 * 128 * 3 + 5,)],
+    signature=Signature("copy_gs", [Arg("x")], shape_of),
     notes="Blocks capped at MAX_BLOCKS = 2048 (i[0]); registers per thread grow with the access width.",
 )]

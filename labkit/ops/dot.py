@@ -1,6 +1,8 @@
 """Dot product y = sum(a * b), one f32 (CATALOG §4, seed 002)."""
+from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc
+from .families import Arg, Signature
 from .reduce import qrandn, sum_tolerance
 
 VARIANTS = [
@@ -29,6 +31,13 @@ def _torch(inputs, outputs, shape, dtype):
     import torch
 
     torch.dot(inputs[0], inputs[1], out=outputs[0].view(()))  # cuBLAS sdot into the 1-element output
+
+
+def _relate(a, b):
+    # the launchers read n from a alone: a shorter b would be read past its end
+    if a.shape[0] != b.shape[0]:
+        raise ConfigError(f"dot: b has length {b.shape[0]}, a has {a.shape[0]}: dot takes equal lengths")
+    return (a.shape[0],)
 
 
 INLINE_LAUNCHER = """
@@ -63,6 +72,7 @@ OPS = [Op(
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 4 + 13,)],
     vector_stores=False,
     inline_launcher=INLINE_LAUNCHER,
+    signature=Signature("dot", [Arg("a", "N"), Arg("b", "N")], _relate),
     notes="y = sum(a * b) as one f32 (fmaf in f32, one atomicAdd per block into y, zeroed first). "
           "Inputs are randn rounded to multiples of 1/8, so the total is exact in any summation order "
           "(rtol 1e-6, atol 1e-3 against a float64 reference). a and b misaligned differently run the "

@@ -2,6 +2,7 @@
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc
+from .families import INT_MAX, Arg, Signature
 
 _ROWS = "launch_embedding<{ctype}, {width}, {access}, {rows}>"
 VARIANTS = [
@@ -52,8 +53,15 @@ def _validate(inputs, shape, dtype):
     bad = ((idx < 0) | (idx >= max_v)).reshape(-1)
     if bool(bad.any()):
         pos = int(bad.nonzero()[0, 0])
-        raise ConfigError(f"embedding: index {int(idx.reshape(-1)[pos])} at position {pos} "
-                          f"is outside [0, {max_v})")
+        raise ConfigError(f"embedding: idx holds {int(idx.reshape(-1)[pos])} at position {pos}, outside [0, {max_v}) "
+                          f"(weight has {max_v} rows; the kernels write zeros for such an index)")
+
+
+def _relate(idx, weight):
+    (seq,), (max_v, emb) = idx.shape, weight.shape
+    if seq > INT_MAX:  # one block (or ROWS) per index: the grid's x dimension
+        raise ConfigError(f"embedding: idx has {seq} indices; at most 2^31 - 1 per call")
+    return (max_v, seq, emb)
 
 
 def _reference(inputs, shape, dtype):
@@ -103,6 +111,9 @@ OPS = [Op(
     shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
     test_shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3), (1000, 257, 512)],
     validate=_validate,
+    # index range: checked with check=True only (a host sync); the kernels write zeros for an index
+    # outside [0, MaxV) and never read outside the table
+    signature=Signature("embedding", [Arg("idx", "SeqLen", "i32"), Arg("weight", "MaxV x EmbSize")], _relate),
     inline_launcher=INLINE_LAUNCHER,
     notes="Inputs: idx int32 [SeqLen] in [0, MaxV), weight [MaxV, EmbSize]; out [SeqLen, EmbSize]. "
           "Seed 004 shapes: MaxV in {1024, 4096}, SeqLen in {2048, 4096}, EmbSize in {512, 1024} (all fit in "

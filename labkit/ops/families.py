@@ -1,9 +1,128 @@
-"""The op skeletons several families share, stated once: one-input/one-output tensors, the
-row-wise ops' shapes and size check (softmax_rows, layer_norm, rms_norm), and the elementwise
-unary op (relu, sigmoid)."""
+"""The op skeletons several families share, stated once: labkit.call's input signatures (`Arg`,
+`Signature`), one-input/one-output tensors, the row-wise ops' shapes and size check (softmax_rows,
+layer_norm, rms_norm), and the elementwise unary op (relu, sigmoid)."""
+import operator
+from dataclasses import dataclass
+
+from .. import dtypes
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc, randn
+
+INT_MAX = 2**31 - 1  # launchers hold rows, columns and bins in an int
+MAX_DIMS = 4         # lk_args holds at most 4 sizes per tensor (kernels/lk_abi.h)
+
+
+# ---- labkit.call's signatures ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Arg:
+    """One tensor argument of labkit.call: its name, its layout ("M x K": that many dims; "": any
+    number up to 4), its dtype ("" = the variant's, e.g. "i32" for indices) and what to do about a
+    wrong dtype ("" = convert it)."""
+    name: str
+    layout: str = ""
+    dtype: str = ""
+    hint: str = ""
+
+    @property
+    def dims(self):
+        return len(self.layout.split(" x ")) if self.layout else None
+
+
+def shape_of(t) -> tuple:
+    return tuple(t.shape)
+
+
+def _dtype_text(t) -> str:
+    for d in dtypes.DTYPES.values():
+        if str(t.dtype) == f"torch.{d.torch}":
+            return d.name
+    return str(t.dtype).replace("torch.", "")
+
+
+class Signature:
+    """labkit.call's check of an op's inputs before any launch: the count, then per tensor its type,
+    dims, size (> 0), dtype, contiguity and device (one device for all), then `relate` (shapes
+    against each other, call parameters), which returns the op's shape. Every ConfigError names the
+    op, the argument and the constraint. Runs once per new (dtypes, shapes, strides, devices): the
+    call cache (labkit.calls) skips it for repeated signatures, so it may be thorough."""
+
+    def __init__(self, op: str, args, relate):
+        self.op, self.args, self.relate = op, tuple(args), relate
+
+    @property
+    def names(self) -> tuple:
+        return tuple(a.name for a in self.args)
+
+    def usage(self) -> str:
+        return ", ".join(f"{a.name} ({a.layout})" if a.layout else a.name for a in self.args)
+
+    def __call__(self, inputs, dtype: str, **params):
+        import torch
+
+        op = self.op
+        if len(inputs) != len(self.args):
+            raise ConfigError(f"{op} takes {len(self.args)} tensor{'s' if len(self.args) > 1 else ''} "
+                              f"({self.usage()}), got {len(inputs)}")
+        first = None
+        for a, t in zip(self.args, inputs):
+            if not isinstance(t, torch.Tensor):
+                raise ConfigError(f"{op}: {a.name} is a {type(t).__name__}, not a torch.Tensor")
+            if a.dims is not None and t.dim() != a.dims:
+                raise ConfigError(f"{op}: {a.name} must be {a.dims}-D ({a.layout}), got shape {shape_of(t)}")
+            if t.dim() > MAX_DIMS:
+                raise ConfigError(f"{op}: {a.name} has {t.dim()} dims; labkit launchers take at most {MAX_DIMS}")
+            if t.numel() == 0:
+                raise ConfigError(f"{op}: {a.name} is empty (shape {shape_of(t)}); every size must be > 0")
+            want, got = a.dtype or dtype, _dtype_text(t)
+            if got != want:
+                rule = f"{a.name} must be {want}" if a.dtype else f"the variant runs on {want}"
+                hint = a.hint or f"pass {a.name}.to(torch.{dtypes.get(want).torch})"
+                raise ConfigError(f"{op}: {a.name} has dtype {got}, {rule} ({hint})")
+            if not t.is_contiguous():
+                raise ConfigError(f"{op}: {a.name} is not contiguous (strides {tuple(t.stride())}); "
+                                  f"pass {a.name}.contiguous()")
+            if first is None:
+                first = (a.name, t.device)
+            elif t.device != first[1]:
+                raise ConfigError(f"{op}: {a.name} is on {t.device}, {first[0]} on {first[1]}: "
+                                  "all inputs must be on one CUDA device")
+        return self.relate(*inputs, **params)
+
+
+def same_shapes(op: str, names=("a", "b")):
+    """relate() of an elementwise op of two inputs: equal shapes; the op's shape is theirs."""
+    def relate(a, b):
+        if a.shape != b.shape:
+            raise ConfigError(f"{op}: {names[1]} has shape {shape_of(b)}, {names[0]} has {shape_of(a)}: "
+                              f"{op} takes equal shapes")
+        return shape_of(a)
+    return relate
+
+
+def rows_of(op: str):
+    """relate() of a row-wise op: x is N x K, both < 2^31 (the launchers' ints)."""
+    def relate(x):
+        n, k = x.shape
+        if n > INT_MAX or k > INT_MAX:
+            raise ConfigError(f"{op}: x has shape {shape_of(x)}; N and K must be < 2^31")
+        return (n, k)
+    return relate
+
+
+def count_param(op: str, name: str, value, limit: int = INT_MAX) -> int:
+    """A positive integer call parameter (e.g. histogram's bins=), checked with a clear error."""
+    if value is None:
+        raise ConfigError(f"{op}: pass {name}=, e.g. labkit.call({op!r}, variant, x, {name}=256)")
+    if isinstance(value, bool):
+        raise ConfigError(f"{op}: {name}={value!r} must be an integer >= 1")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise ConfigError(f"{op}: {name}={value!r} must be an integer >= 1, got a {type(value).__name__}") from None
+    if not 1 <= n <= limit:
+        raise ConfigError(f"{op}: {name}={n} must be in [1, {limit}]")
+    return n
 
 
 def one_input(shape, dtype, gen, offset=0):
@@ -80,5 +199,6 @@ def unary_op(name, title, functor, reference, torch_impl, tol, flops_per_element
         tolerance=lambda shape, dtype: tol[dtype],
         shape_presets={"seed": UNARY_SEED_SHAPES, "large": UNARY_LARGE_SHAPES},
         test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
+        signature=Signature(name, [Arg("x")], shape_of),  # any shape (<= 4 dims): y has x's
         notes="Memory-bound: the large shapes (>= 256 MiB of traffic in f32) are the ones to compare with the copy peak.",
     )

@@ -2,6 +2,7 @@
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc
+from .families import Arg, Signature, count_param
 
 VARIANTS = [
     V("i32", "i32", 1, 4, "seed: one element per thread, one global atomicAdd each"),
@@ -32,7 +33,14 @@ def _validate(inputs, shape, dtype):
     bad = (x < 0) | (x >= bins)
     if bool(bad.any()):
         pos = int(bad.nonzero()[0, 0])
-        raise ConfigError(f"histogram: value {int(x[pos])} at position {pos} is outside [0, {bins})")
+        raise ConfigError(f"histogram: x holds {int(x[pos])} at position {pos}, outside [0, {bins}) for bins={bins} "
+                          "(the kernels skip such values: they are not counted)")
+
+
+def _relate(x, bins=None):
+    # values outside [0, bins) are checked only with labkit.call(..., check=True) (a host sync); the
+    # kernels skip them, so an unchecked call never writes out of bounds
+    return (x.numel(), count_param("histogram", "bins", bins))
 
 
 def _reference(inputs, shape, dtype):
@@ -65,6 +73,8 @@ OPS = [Op(
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 4 * shape[0] + 4 * shape[1],
     validate=_validate,
+    signature=Signature("histogram", [Arg("x", dtype="i32")], _relate),
+    call_params=("bins",),
     shape_presets={"large": [s for s in SHAPES if s[0] >= 1 << 26]},
     test_shapes=[(1, 1), (7, 3), (1023, 256), ((1 << 20) + 3, 1000), ((1 << 20) + 3, 20000), (5, 12288)],
     vector_stores=False,

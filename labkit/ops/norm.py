@@ -2,8 +2,8 @@
 * layer_norm: y = (x - mean) / sqrt(var + eps) * g + b with scalar g, b as in the seed;
 * rms_norm:   y = x / sqrt(mean(x^2) + eps) * g with scalar g."""
 from ..spec import V, Op
-from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, filled, one_input,
-                       output_like_input, read_write_bytes, validate_rows)
+from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, Arg, Signature, filled, one_input,
+                       output_like_input, read_write_bytes, rows_of, validate_rows)
 
 LN_EPS, LN_G, LN_B = 1e-5, 1.5, 0.25  # f[0], f[1], f[2] of the layer_norm launchers
 RMS_EPS, RMS_G = 1e-5, 1.5           # f[0], f[1] of the rms_norm launchers
@@ -65,6 +65,7 @@ LAYER_NORM = Op(
     params=lambda shape, dtype: ((), (LN_EPS, LN_G, LN_B)),
     tolerance=lambda shape, dtype: _ln_TOL[dtype],
     validate=validate_rows("layer_norm"),
+    signature=Signature("layer_norm", [Arg("x", "N x K")], rows_of("layer_norm")),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
@@ -107,6 +108,7 @@ RMS_NORM = Op(
     params=lambda shape, dtype: ((), (RMS_EPS, RMS_G)),
     tolerance=lambda shape, dtype: _rms_TOL[dtype],
     validate=validate_rows("rms_norm"),
+    signature=Signature("rms_norm", [Arg("x", "N x K")], rows_of("rms_norm")),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows

@@ -2,6 +2,7 @@
 from ..dtypes import itemsize
 from ..spec import V, Op
 from ..tensors import alloc
+from .families import Arg, Signature
 
 VARIANTS = [
     V("f32", "f32", 1, 4, "grid-stride, one float per load, one atomic per block"),
@@ -69,6 +70,7 @@ OPS = [Op(
     shape_presets={"large": SHAPES[2:]},
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 8 + 13,)],
     vector_stores=False,
+    signature=Signature("reduce_sum", [Arg("x")], lambda x: (x.numel(),)),  # any shape: the sum of all of x
     notes="y = sum(x) as one f32, accumulated in f32 for every input type. Grid = the blocks the GPU holds "
           "at once; each block adds its sum with one atomicAdd (y is zeroed first). Inputs are randn "
           "rounded to multiples of 1/8, so every f32 summation order is exact and the check is tight "

@@ -4,6 +4,7 @@ import math
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import INT_MAX, Arg, Signature
 
 VARIANTS = [
     V("tiled32", "f32", 1, 4, "seed: 32x32 smem tiles, one C element per thread (1024 threads)",
@@ -82,6 +83,16 @@ def _validate(inputs, shape, dtype):
         raise ConfigError("sgemm: M, N and K must be > 0")
 
 
+def _relate(a, b):
+    (m, k), (k2, n) = a.shape, b.shape
+    if k2 != k:
+        raise ConfigError(f"sgemm: B has shape ({k2}, {n}), A has ({m}, {k}): the inner dims differ "
+                          f"(A's columns {k}, B's rows {k2}); sgemm takes A (M x K) and B (K x N)")
+    if max(m, n, k) > INT_MAX:
+        raise ConfigError(f"sgemm: M, N and K must be < 2^31, got M={m}, N={n}, K={k}")
+    return (m, n, k)
+
+
 OPS = [Op(
     name="sgemm",
     title="Matrix product (f32)",
@@ -104,6 +115,7 @@ OPS = [Op(
     test_shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4)],
     vector_stores=True,  # each variant stores as wide as it loads (tiled32: 4 B, the others float4)
     validate=_validate,
+    signature=Signature("sgemm", [Arg("A", "M x K"), Arg("B", "K x N")], _relate),
     notes="Compute-bound: compare TFLOP/s. The torch row is cuBLAS FP32 with TF32 off. The TF32 row "
           "(labkit.ops.sgemm.torch_tf32) is produced by the benchmark script: TF32 rounds the inputs to a "
           "10-bit mantissa, so it is timed, not checked. The 128x128 variants use float4 accesses when "

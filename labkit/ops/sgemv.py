@@ -4,6 +4,7 @@ import math
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc, randn
+from .families import INT_MAX, Arg, Signature
 from .sgemm import accumulation_tolerance
 
 VARIANTS = [
@@ -47,6 +48,16 @@ def _validate(inputs, shape, dtype):
         raise ConfigError("sgemv: A must not be empty")
 
 
+def _relate(a, x):
+    m, k = a.shape
+    if x.shape[0] != k:
+        raise ConfigError(f"sgemv: x has length {x.shape[0]}, A has shape ({m}, {k}): sgemv takes A (M x K) "
+                          "and x (K), x as long as A's rows")
+    if m > INT_MAX or k > INT_MAX:
+        raise ConfigError(f"sgemv: A has shape ({m}, {k}); M and K must be < 2^31")
+    return (m, k)
+
+
 INLINE_LAUNCHER = """
 LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
   const int M = int(args->t[0].size[0]), K = int(args->t[0].size[1]);
@@ -77,6 +88,7 @@ OPS = [Op(
     test_shapes=[(1, 1), (3, 7), (5, 1023), (33, 4097), (9, 132), (17, 4)],
     vector_stores=False,  # one float of y per row
     validate=_validate,
+    signature=Signature("sgemv", [Arg("A", "M x K"), Arg("x", "K")], _relate),
     inline_launcher=INLINE_LAUNCHER,
     notes="Memory-bound: compare GB/s with the copy peak. k128 runs its float4 path only when K % 4 == 0 and "
           "A, x are 16-byte aligned (offset views run k32: path 'fallback'). k16 suits K <= 16.",

@@ -5,8 +5,8 @@
 * softmax_rows: row-wise over N x K (along K, as models use it); f16/bf16 storage."""
 from ..spec import V, Op
 from ..tensors import alloc, randn
-from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, one_input,
-                       output_like_input, read_write_bytes, validate_rows)
+from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, Arg, Signature, one_input,
+                       output_like_input, read_write_bytes, rows_of, shape_of, validate_rows)
 
 SCRATCH_PAIRS = 4096  # most blocks the launcher may use (it also caps at one wave of the GPU)
 
@@ -55,6 +55,8 @@ SOFTMAX = Op(
     tolerance=lambda shape, dtype: (1e-5, 1e-8),
     shape_presets={"large": SIZES, "small": [(1 << p,) for p in (10, 14, 18)]},
     test_shapes=[(1,), (7,), (1023,), (4096,), ((1 << 20) + 3,), (5_000_001,)],
+    signature=Signature("softmax", [Arg("x", "n")], shape_of),  # rows: softmax_rows
+    outputs_of_call=1,  # y; the per-block pairs are scratch
     notes="bytes_moved counts x twice (two passes) and y once. torch.softmax(x, 0) on one long row runs a "
           "single block, so it is far slower than a grid-wide version.",
 )
@@ -106,6 +108,7 @@ SOFTMAX_ROWS = Op(
     flops=lambda shape, dtype: 5 * shape[0] * shape[1],
     tolerance=lambda shape, dtype: _rows_TOL[dtype],
     validate=validate_rows("softmax_rows"),
+    signature=Signature("softmax_rows", [Arg("x", "N x K")], rows_of("softmax_rows")),
     shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
     test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("softmax_rows_smem", "softmax_rows_online"),  # long rows (shared memory / streaming), unaligned rows
