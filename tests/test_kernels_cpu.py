@@ -1,27 +1,35 @@
-"""CPU half: every kernel file compiles for sm_80 and sm_90, and its machine code has the access
-widths its registry entry claims (cuobjdump). No GPU needed."""
+"""CPU half: every kernel family (with its generated export table) and the harness compile for sm_80
+and sm_90, and the machine code has the access widths each variant's line claims (cuobjdump). No GPU."""
 import pytest
 
 from labkit import sass
-from labkit.build import KERNELS_DIR
-from labkit.registry import ops
+from labkit.paths import KERNELS_DIR
+from labkit.registry import get_op, ops
 
-SOURCES = sorted({op.source for op in ops().values()} | {"harness.cu"})
+SOURCES = sorted({op.source for op in ops().values()})
 ARCHS = ["80", "90"]
 VARIANTS = [(op, v) for op in ops().values() for v in op.variants if v.kernel]
 
 
 @pytest.fixture(scope="module")
-def cubins(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cubins")
-    return {(src, arch): sass.compile_cubin(KERNELS_DIR / src, arch, out / f"{src}.{arch}.cubin")
-            for src in SOURCES for arch in ARCHS}
+def cubins():
+    out = {(src, arch): sass.family_cubin(src, arch) for src in SOURCES for arch in ARCHS}
+    out.update({("harness.cu", arch): sass.cubin(KERNELS_DIR / "harness.cu", arch) for arch in ARCHS})
+    return out
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("src", SOURCES)
+@pytest.mark.parametrize("src", SOURCES + ["harness.cu"])
 def test_compiles(cubins, src, arch):
     assert cubins[(src, arch)].stat().st_size > 0
+
+
+def test_harness_has_the_blocking_empty_and_fma_kernels(cubins):
+    names = " ".join(sass.functions(cubins[("harness.cu", "90")]))
+    for k in ("lk_block_kernel", "lk_empty_kernel", "lk_fma_kernel"):
+        assert k in names
+    fma = sass.find_kernel(sass.functions(cubins[("harness.cu", "90")]), "lk_fma_kernel")["sass"]
+    assert sum("FFMA" in line for line in fma) >= 8 * 16  # 8 chains x 16 unrolled iterations
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -38,15 +46,29 @@ def test_access_width_in_sass(cubins, op, v, arch):
     if v.access < 8:  # scalar / 32-bit variants must issue neither 64- nor 128-bit accesses
         assert not (loads | sass.mem_widths(f["sass"], "STG")) & {64, 128}
     assert f["registers"] and f["registers"] > 0
-    print(f"{op.name} {v.name} sm_{arch}: {f['registers']} registers, loads {sorted(loads)} bits")
 
 
 def test_f16x8_issues_four_times_the_loads_of_pack(cubins):
     funcs = sass.functions(cubins[("add.cu", "90")])
     split = sass.find_kernel(funcs, "add_kernel<__half, 8, 4>")["sass"]
     pack = sass.find_kernel(funcs, "add_kernel<__half, 8, 16>")["sass"]
-    count = lambda lines, w: sum(1 for line in lines if sass.mem_widths([line], "LDG") == {w})
+    count = lambda lines, w: sum(1 for line in lines if sass.mem_widths([line], "LDG") == {w})  # noqa: E731
     assert count(split, 32) == 8 and count(pack, 128) == 2  # a and b: 4 x 32-bit each vs 1 x 128-bit each
+
+
+@pytest.mark.parametrize("op_name,variant,axes", [("add", "f16x8_pack", (("block", 1024),)),
+                                                   ("softmax_rows", "f16x8", (("floats", 16), ("threads", 512)))])
+def test_a_tuning_axis_value_builds_its_own_launcher(op_name, variant, axes, tmp_path):
+    from labkit.build import generated
+
+    op = get_op(op_name)
+    symbol, launch = op.export(op.variant(variant), axes)
+    cubin = sass.cubin(generated(op.source, [(symbol, launch)], tag=f"-{symbol}"), "90", deps=[KERNELS_DIR / op.source])
+    names = list(sass.functions(cubin))
+    if op_name == "add":  # block size is a launch setting: the same kernel, launched with 1024 threads
+        assert sass.find_kernel(sass.functions(cubin), op.variant(variant).kernel)
+    else:  # 16 floats of a 16-bit row per thread: the register kernel with 16 / 8 = 2 packs per thread
+        assert any("softmax_rows_reg<__half, 8, 2," in n for n in names), names
 
 
 def test_mem_widths_parser():

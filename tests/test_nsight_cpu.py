@@ -1,17 +1,22 @@
 """labkit.nsight without a GPU or Nsight: parsing of the real nsys/ncu outputs committed in
 tests/data/nsight-h200 (exact numbers from the files), command construction, tool discovery with
-fake executables, missing-tool / permission / timeout errors, and the range attribution and
-cross-check on a synthetic (but self-consistent) nsys SQLite export."""
+fake executables, missing-tool / permission / timeout errors (every tool run bounded, nsys stats
+and export included), and the range attribution and cross-check on a synthetic (but
+self-consistent) nsys SQLite export of the runner's phases."""
 import json
+import os
+import signal
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from labkit import nsight
 from labkit.cli import main
-from labkit.errors import LabkitError, ToolMissingError
+from labkit.errors import ConfigError, LabkitError, ToolMissingError
+from labkit.nsight import names, nsys, profiling, tools
 
 DATA = Path(__file__).resolve().parent / "data" / "nsight-h200"
 PY = sys.executable
@@ -20,7 +25,7 @@ ADD_X8 = "void add_kernel<__half, (int)8, (int)4>(const T1 *, const T1 *, T1 *, 
 TORCH_ADD = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::CUDAFunctor_add<c10::Half>, "
              "std::array<char *, (unsigned long)3>>(int, T2, T3)")
 FLUSH = "void at::native::reduce_kernel<(int)512, (int)1, at::native::ReduceOp<float>>(T3)"
-SPIN = "at::cuda::<unnamed>::spin_kernel(long)"
+BLOCK = "lk_block_kernel(volatile int *, unsigned long)"
 FILL = "void at::native::vectorized_elementwise_kernel<(int)8, at::native::FillFunctor<c10::Half>>(int, T2, T3)"
 REF = "void at::native::vectorized_elementwise_kernel<(int)2, at::native::CUDAFunctor_add<double>>(int, T2, T3)"
 
@@ -82,7 +87,8 @@ def test_ncu_timed_range():
     assert r["dram_pct_peak"] == pytest.approx(72.77) and r["registers"] == 22
     assert r["dram_gbps"] == pytest.approx(82_580_992 / 23.648e-6 / 1e9)
     m = nsight.with_model(df.iloc[[1]], "add", "f16x8_pack", "4096x4096", "f16").iloc[0]
-    assert m["model_bytes"] == 3 * 4096 * 4096 * 2 and m["measured_over_model"] == pytest.approx(82_580_992 / 100_663_296)
+    assert m["model_bytes"] == 3 * 4096 * 4096 * 2
+    assert m["measured_over_model"] == pytest.approx(82_580_992 / 100_663_296)
 
 
 def test_ncu_config_range_catches_other_kernels():
@@ -110,12 +116,37 @@ def test_recorded_profile_from_raw_outputs():
 def test_kernel_names():
     assert nsight.kernel_template(ADD_PACK) == "add_kernel<__half, 8, 16>"
     assert nsight.kernel_short(ADD_PACK) == "add_kernel"
-    assert nsight.kernel_short(SPIN) == "spin_kernel"
+    assert nsight.kernel_short(BLOCK) == "lk_block_kernel"
     assert nsight.kernel_short(TORCH_ADD) == "vectorized_elementwise_kernel"
     assert nsight.parse_config("add torch f16 4096x4096") == {"op": "add", "variant": "torch", "dtype": "f16",
                                                                "shape": "4096x4096"}
     assert nsight.parse_config("bench add") is None and nsight.range_kind("timed hot") == "phase"
     assert nsight.range_kind("sweep seed000") == "sweep" and nsight.range_kind("copy w16 256MiB") == "config"
+
+
+def test_range_names_of_the_runner():
+    # the runner's phases since the renovation: a re-check after timing, CUPTI's kernel-time run
+    assert nsight.range_kind("recheck") == "phase" and nsight.range_kind("kernel time") == "phase"
+    assert names.phase_of("timed cold") == "timed" and names.phase_of("kernel time") == "kernel time"
+    # a variant at tuning-axis values, as Config.variant_s writes it into records and range names
+    assert nsight.parse_config("add f16x8_pack[block=512] 4096x4096") == {
+        "op": "add", "variant": "f16x8_pack[block=512]", "dtype": None, "shape": "4096x4096"}
+    assert nsight.range_kind("add f16x8_pack[block=512] 4096x4096") == "config"
+    assert nsight.split_variant("f16x8_pack[block=512]") == ("f16x8_pack", {"block": 512})
+    assert nsight.split_variant("torch") == ("torch", {})
+    with pytest.raises(ConfigError, match="axis values are integers"):
+        nsight.split_variant("f16x8_pack[block=big]")
+
+
+def test_fill_dtype_reads_variant_labels():
+    import pandas as pd
+
+    df = pd.DataFrame([{"op": "add", "variant": "f16x8_pack[block=512]", "dtype": None},
+                       {"op": "add", "variant": "torch", "dtype": None},          # several dtypes: unknown
+                       {"op": "copy", "variant": "torch", "dtype": None},         # one dtype: that one
+                       {"op": "add", "variant": "nosuch", "dtype": None}])
+    d = names.fill_dtype(df)["dtype"]
+    assert d[0] == "f16" and d[2] == "u8" and d[[1, 3]].isna().all()
 
 
 def test_goal():
@@ -127,11 +158,18 @@ def test_goal():
 # ---------------------------------------------------------------------------- commands
 def test_commands():
     app = nsight.bench_argv("add", ["f16x8", "torch"], ["4096x4096", "1024x1024"], ("cold", "hot"), None, 0.2,
-                            "/r/labkit.jsonl", python="py")
-    assert app == ["py", "-m", "labkit.cli", "bench", "add", "-v", "f16x8,torch", "-s", "4096x4096", "1024x1024",
-                   "--mode", "cold", "hot", "--budget", "0.2", "--json", "/r/labkit.jsonl"]
+                            "/r/labkit.json", python="py")
+    # the run under nsys: in this process (its NVTX ranges), CUPTI left to nsys
+    assert app == ["py", "-m", "labkit.cli", "bench", "add", "--in-process", "-v", "f16x8,torch", "-s", "4096x4096",
+                   "1024x1024", "--mode", "cold", "hot", "--budget", "0.2", "--json", "/r/labkit.json",
+                   "--no-kernel-time"]
+    assert nsight.bench_argv("add", "f16x8_pack", "4096x4096", "cold", "f16", None, python="py", kernel_time=True,
+                             axes={"block": [128, 512]}) == [
+        "py", "-m", "labkit.cli", "bench", "add", "--in-process", "-v", "f16x8_pack", "-d", "f16", "-s", "4096x4096",
+        "--mode", "cold", "--axis", "block=128,512"]  # kernel_us is recorded by default
     assert nsight.sweep_argv("seed000", "/r/x.jsonl", 0.5, python="py") == [
-        "py", "-m", "labkit.cli", "sweep", "seed000", "-o", "/r/x.jsonl", "--budget", "0.5"]
+        "py", "-m", "labkit.cli", "sweep", "seed000", "-o", "/r/x.jsonl", "--in-process", "--budget", "0.5",
+        "--no-kernel-time"]
     assert nsight.nsys_profile_argv("nsys", "/r/labkit", ["py", "x"]) == [
         "nsys", "profile", "--trace=cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node",
         "--force-overwrite=true", "-o", "/r/labkit", "py", "x"]
@@ -140,6 +178,17 @@ def test_commands():
         "--force-export=true", "-o", "/r/stats", "/r/labkit.nsys-rep"]
     assert nsight.nsys_export_argv("nsys", "/r/a.nsys-rep", "/r/a.sqlite") == [
         "nsys", "export", "--type", "sqlite", "--force-overwrite", "true", "-o", "/r/a.sqlite", "/r/a.nsys-rep"]
+
+
+def test_child_commands_parse_in_labkit_cli():
+    # the flags the profiled child gets are ones `labkit bench` / `labkit sweep` accept
+    from labkit.cli import _parser
+
+    a = _parser().parse_args(nsight.bench_argv("add", ["f16x8_pack"], ["4096x4096"], ("cold",), "f16", 0.2,
+                                               "/r/labkit.json", axes={"block": [512]})[3:])
+    assert a.in_process and not a.kernel_time and a.json == "/r/labkit.json" and a.axis == ["block=512"]
+    a = _parser().parse_args(nsight.sweep_argv("seed000", "/r/labkit.jsonl", kernel_time=True)[3:])
+    assert a.in_process and a.kernel_time and a.out == "/r/labkit.jsonl"
 
 
 def test_ncu_command():
@@ -159,6 +208,13 @@ def test_ncu_command():
     assert r[r.index("-k") + 1] == "regex:norm_rows_stream|norm_rows_smem"
     t = nsight.ncu_argv("ncu", "add", "torch", "4096x4096", ["py"], dtype="f16")
     assert "-k" not in t and t[t.index("--launch-skip") + 1] == "1"  # the kernel after the cold flush
+    # a record's variant at tuning-axis values names its config range as the runner does
+    assert nsight.nvtx_path("add", "f16x8_pack[block=512]", "4096x4096") == \
+        "labkit@bench add/add/add f16x8_pack[block=512] 4096x4096/timed cold/"
+    assert nsight.nvtx_path("add", "f16x8_pack[block=256]", "4096x4096", mode=None) == \
+        "labkit@add f16x8_pack 4096x4096/"  # 256 is the default block: no axis in the name
+    with pytest.raises(ConfigError, match="axis block=100 is not offered"):
+        nsight.nvtx_path("add", "f16x8_pack[block=100]", "4096x4096")
 
 
 # ------------------------------------------------------------------------ tool discovery
@@ -175,7 +231,7 @@ def no_tools(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     monkeypatch.delenv("LABKIT_NSYS", raising=False)
     monkeypatch.delenv("LABKIT_NCU", raising=False)
-    monkeypatch.setattr(nsight, "SEARCH_GLOBS", (str(tmp_path / "opt/nsight-compute/*/host/target-linux-x64/{name}"),
+    monkeypatch.setattr(tools, "SEARCH_GLOBS", (str(tmp_path / "opt/nsight-compute/*/host/target-linux-x64/{name}"),
                                                  str(tmp_path / "opt/nsight-compute/*/{name}")))
     return tmp_path
 
@@ -213,8 +269,8 @@ def test_missing_tools_say_what_to_run(no_tools):
     msg = str(e.value)
     assert "nsys (Nsight Systems) not found" in msg and "host/target-linux-x64/nsys" in msg
     assert ("nsys profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --cuda-graph-trace=node "
-            "--force-overwrite=true -o labkit-nsys/labkit python -m labkit.cli bench add -v f16x8,f16x8_pack "
-            "-s 4096x4096 --mode cold hot --budget 0.2 --json labkit-nsys/labkit.jsonl") in msg
+            "--force-overwrite=true -o labkit-nsys/labkit python -m labkit.cli bench add --in-process "
+            "-v f16x8,f16x8_pack -s 4096x4096 --mode cold hot --budget 0.2 --json labkit-nsys/labkit.json --no-kernel-time") in msg
     with pytest.raises(ToolMissingError) as e:
         nsight.ncu_metrics("add", "f16x8_pack", "4096x4096")
     assert "ncu --nvtx --nvtx-include 'labkit@bench add/add/add f16x8_pack 4096x4096/timed cold/' " \
@@ -238,6 +294,18 @@ def test_ncu_metrics_with_fake_ncu(tmp_path):
     assert t.iloc[0]["DRAM read MB"] == pytest.approx(67.11424)
 
 
+def test_ncu_metrics_of_a_variant_at_axis_values(tmp_path):
+    args = tmp_path / "args.json"
+    save_args = f"import json, sys; json.dump(sys.argv[1:], open('{args}', 'w'))"
+    ncu = _exe(tmp_path / "ncu", f"{PY} -c \"{save_args}\" \"$@\"; cat '{DATA / 'ncu_f16x8_pack_timed_fullpath.csv'}'")
+    df = nsight.ncu_metrics("add", "f16x8_pack[block=512]", "4096x4096", ncu=str(ncu))
+    assert set(df["variant"]) == {"f16x8_pack[block=512]"} and set(df["model_bytes"]) == {100_663_296}
+    argv = json.loads(args.read_text())
+    nvtx = argv[argv.index("--nvtx-include") + 1]
+    assert nvtx == "labkit@bench add/add/add f16x8_pack[block=512] 4096x4096/timed cold/"
+    assert argv[argv.index("--axis") + 1] == "block=512" and "--no-kernel-time" in argv
+
+
 def test_ncu_nothing_profiled(tmp_path):
     ncu = _exe(tmp_path / "ncu", f"cat '{DATA / 'ncu_no_match.txt'}'")
     with pytest.raises(LabkitError, match="no kernel matched the NVTX / kernel filter") as e:
@@ -256,12 +324,26 @@ def test_ncu_without_counter_permission(tmp_path):
 
 def test_timeout_never_hangs(tmp_path):
     ncu = _exe(tmp_path / "ncu", "sleep 30")
-    import time
-
     t = time.monotonic()
     with pytest.raises(LabkitError, match="did not finish in 1 s") as e:
         nsight.ncu_metrics("add", "f16x8", "4096x4096", ncu=str(ncu), timeout=1)
     assert time.monotonic() - t < 10 and "--clock-control none" in str(e.value)
+
+
+@pytest.mark.skipif(not __import__("shutil").which("setsid"), reason="needs setsid (util-linux)")
+def test_timeout_with_a_grandchild_holding_the_pipes(tmp_path, monkeypatch):
+    # a process that left the tool's process group survives the kill and keeps stdout open:
+    # reading the pipes to their end would wait for it
+    monkeypatch.setattr(tools, "KILL_GRACE_S", 0.5)
+    pid = tmp_path / "pid"
+    tool = _exe(tmp_path / "tool", f"setsid sleep 60 & echo $! > '{pid}'; sleep 60")
+    t = time.monotonic()
+    try:
+        with pytest.raises(LabkitError, match="tool did not finish in 1 s"):
+            tools.run_tool([tool], 1, "tool")
+        assert time.monotonic() - t < 10
+    finally:
+        os.kill(int(pid.read_text()), signal.SIGKILL)
 
 
 # --------------------------------------------------- synthetic SQLite export + fake nsys
@@ -319,48 +401,60 @@ class FakeTrace:
 
 
 def fake_run(samples=10, hot_samples=4, batch=8):
-    """bench add: f16x8_pack 4096x4096 cold (nsys 24.0-25.8 µs), f16x8 4096x4096 cold (26 µs),
-    torch f16 1024x1024 hot (graph of `batch` kernels, 2.0 µs). Returns (trace, records)."""
+    """bench add as Runner.run and timing.measure run it: f16x8_pack 4096x4096 cold (nsys 24.0-25.8
+    µs), the same at block=512 (23 µs), f16x8 4096x4096 cold (26 µs), torch f16 1024x1024 hot (graph
+    of `batch` kernels, 2.0 µs). Returns (trace, records of the run under nsys: no kernel_us)."""
     tr = FakeTrace()
 
     def config(kernel, durs, mode, n_hot=0):
+        def warmup():
+            if mode == "cold":  # a cold warm-up opens with one L2 flush
+                tr.launch(FLUSH, 35.0)
+            for d in durs[:3]:
+                tr.launch(kernel, d)
+
+        def timed():  # groups of samples behind the blocking kernel
+            tr.launch(BLOCK, 5.0)
+            if mode == "cold":
+                for d in durs:
+                    tr.launch(FLUSH, 35.0)
+                    tr.launch(kernel, d)
+            else:
+                for _ in range(5):  # timing.estimate's calls, then the graph's replays
+                    tr.launch(kernel, durs[0])
+                tr.launch(BLOCK, 5.0)
+                for _ in range(n_hot):
+                    tr.launch(kernel, durs[0], n=batch)
+
         def body():
             tr.range("compile", lambda: None)
+            tr.launch(FILL, 3.0)  # the inputs, made before the check range opens
             tr.range("check", lambda: [tr.launch(FILL, 3.0), tr.launch(kernel, 30.0), tr.launch(REF, 50.0),
                                        tr.range("cub::DeviceReduce::Sum", lambda: tr.launch(FLUSH, 1.0), domain=2)])
-            tr.range("warmup", lambda: [tr.launch(kernel, d) for d in durs[:3]])
-
-            def timed():
-                if mode == "cold":
-                    for d in durs:
-                        tr.launch(FLUSH, 35.0)
-                        tr.launch(kernel, d)
-                else:
-                    for _ in range(6):  # _estimate's 5 calls + the eager call before capture
-                        tr.launch(kernel, durs[0])
-                    for _ in range(n_hot):
-                        tr.launch(SPIN, 20.0)
-                        tr.launch(kernel, durs[0], n=batch)
+            tr.range("warmup", warmup)
             tr.range(f"timed {mode}", timed)
+            tr.range("recheck", lambda: tr.launch(REF, 50.0))
         return body
 
     pack = [24.0 + 0.2 * (i % 10) for i in range(samples)]  # median 24.9
     tr.range("bench add", lambda: tr.range("add", lambda: [
         tr.range("add f16x8_pack 4096x4096", config(ADD_PACK, pack, "cold")),
+        tr.range("add f16x8_pack[block=512] 4096x4096", config(ADD_PACK, [23.0] * samples, "cold")),
         tr.range("add f16x8 4096x4096", config(ADD_X8, [26.0] * samples, "cold"), inline=True),
         tr.launch(ADD_X8, 99.0, tid=GTID2),  # another thread, inside the ranges' time: not theirs
         tr.range("add torch f16 1024x1024", config(TORCH_ADD, [2.0] * 3, "hot", hot_samples)),
     ]))
-    base = {"op": "add", "status": "ok", "gpu": "NVIDIA H200", "driver": "580.159.04", "commit": "fixture",
-            "date": "2026-11-22T00:00:00Z"}
-    records = [dict(base, variant="f16x8_pack", dtype="f16", shape="4096x4096", mode="cold", time_us=25.4,
-                    samples=samples, batch=1),
-               dict(base, variant="f16x8", dtype="f16", shape="4096x4096", mode="cold", time_us=28.5,
-                    samples=samples, batch=1),
-               dict(base, variant="torch", dtype="f16", shape="1024x1024", mode="hot", time_us=2.6,
-                    samples=hot_samples, batch=batch),
-               dict(base, variant="f16x8", dtype="f16", shape="1024x1024", mode="cold", status="failed",
-                    time_us=None)]
+    base = {"op": "add", "dtype": "f16", "status": "ok", "gpu": "NVIDIA H200", "driver": "580.159.04",
+            "commit": "1234567", "date": "2026-11-22T00:00:00Z"}
+    records = [dict(base, variant="f16x8_pack", shape="4096x4096", mode="cold", time_us=25.4, samples=samples,
+                    batch=1, block=256),
+               dict(base, variant="f16x8_pack[block=512]", shape="4096x4096", mode="cold", time_us=23.5,
+                    samples=samples, batch=1, block=512),
+               dict(base, variant="f16x8", shape="4096x4096", mode="cold", time_us=28.5, samples=samples, batch=1),
+               dict(base, variant="torch", shape="1024x1024", mode="hot", time_us=2.6, samples=hot_samples,
+                    batch=batch),
+               dict(base, variant="f16x8", shape="1024x1024", mode="cold", status="failed", error="mismatch"),
+               dict(base, variant="f16x8", shape="2^40", mode="cold", status="skipped", error="needs 6 TiB")]
     return tr, records
 
 
@@ -368,7 +462,7 @@ def test_sqlite_attribution(tmp_path):
     tr, _ = fake_run()
     ranges, launches = nsight.read_sqlite(tr.write(tmp_path / "x.sqlite"))
     assert "cub::DeviceReduce::Sum" not in set(ranges["name"])  # CCCL domain left out
-    assert {"add f16x8 4096x4096", "timed cold", "timed hot"} <= set(ranges["name"])  # inline text and textId
+    assert {"add f16x8 4096x4096", "timed cold", "timed hot", "recheck"} <= set(ranges["name"])  # inline text, textId
     other = launches[launches["globalTid"] == GTID2]
     assert len(other) == 1 and other["config"].isna().all()
     k = nsight.launch_kernels(launches)
@@ -376,69 +470,128 @@ def test_sqlite_attribution(tmp_path):
     assert own.loc[("f16x8_pack", "timed"), "launches"] == 10 and own.loc[("f16x8_pack", "check"), "launches"] == 1
     assert own.loc[("f16x8_pack", "warmup"), "launches"] == 3
     assert own.loc[("f16x8_pack", "timed"), "median_us"] == pytest.approx(24.9)
-    assert own.loc[("torch", "timed"), "launches"] == 6 + 4 * 8 and own.loc[("torch", "timed"), "mode"] == "hot"
+    assert own.loc[("torch", "timed"), "launches"] == 5 + 4 * 8 and own.loc[("torch", "timed"), "mode"] == "hot"
     assert own.loc[("f16x8_pack", "check"), "mode"] == "cold"  # the config's mode, on every phase
-    flush = k[(k["short"] == "reduce_kernel") & (k["phase"] == "timed")]
-    assert (~flush["variant_kernel"]).all() and flush["launches"].sum() == 20
+    assert own.loc[("f16x8_pack[block=512]", "timed"), "median_us"] == pytest.approx(23.0)
+    # the flush (in the cold warm-up too), the blocking kernel, the inputs and the references are not
+    # the variants' own kernels, though they run in the configs' ranges
+    flush = k[k["short"] == "reduce_kernel"]
+    assert not flush["variant_kernel"].any()
+    assert flush.groupby("phase")["launches"].sum().to_dict() == {"check": 4, "timed": 30, "warmup": 3}
+    assert not k.loc[k["short"] == "lk_block_kernel", "variant_kernel"].any()
+    assert set(k.loc[~k["variant_kernel"], "phase"]) == {"check", "warmup", "timed", "recheck", "other"}
     assert set(k.loc[k["variant"] == "torch", "dtype"]) == {"f16"}
+    assert set(k.loc[k["variant"] == "f16x8_pack[block=512]", "dtype"]) == {"f16"}  # from the registry
 
 
 def test_cross_check_pass_and_miss(tmp_path):
     tr, records = fake_run()
     _, launches = nsight.read_sqlite(tr.write(tmp_path / "x.sqlite"))
     c = nsight.cross_check(records, nsight.launch_kernels(launches)).set_index("variant")
-    assert len(c) == 3  # the failed record has no time
+    assert len(c) == 4  # the failed and the skipped record have no time
     assert c.loc["f16x8_pack", "nsys_us"] == pytest.approx(24.9) and c.loc["f16x8_pack", "result"] == "pass"
     assert c.loc["f16x8_pack", "diff_pct"] == pytest.approx(100 * 0.5 / 24.9)
+    assert c.loc["f16x8_pack[block=512]", "nsys_us"] == pytest.approx(23.0)
     assert c.loc["f16x8", "result"] == "MISS" and c.loc["f16x8", "goal"] == "<= 3 %"  # 28.5 vs 26: +9.6 %
     assert c.loc["torch", "goal"] == "<= 1 µs" and c.loc["torch", "result"] == "pass"
-    assert c.loc["torch", "nsys_launches"] == 38 and c.loc["torch", "scope"] == "timed hot"
-    assert c["pass"].tolist() == [True, False, True]
+    assert c.loc["torch", "nsys_launches"] == 37 and c.loc["torch", "scope"] == "timed hot"
+    assert c["pass"].tolist() == [True, True, False, True]
     fig = nsight.check_plot(c.reset_index())
     assert {t.name for t in fig.data} == {"pass", "MISS", "equal"}
+    # nothing timed (every row failed or skipped): an empty table, not an error
+    assert nsight.cross_check(records[4:], nsight.launch_kernels(launches)).empty
 
 
 FAKE_NSYS = """#!{py}
-import shutil, sys
+import shutil, sys, time
 from pathlib import Path
 a = sys.argv[1:]
+if a[0] == {hang!r}:
+    time.sleep(120)
 if a[0] == "profile":
     out = Path(a[a.index("-o") + 1])
-    rec = Path(a[a.index("--json") + 1])
-    shutil.copy({records!r}, rec)
+    shutil.copy({records!r}, a[a.index("--json") + 1])
     out.with_suffix(".nsys-rep").write_text("fake")
     print("Generated:", out.with_suffix(".nsys-rep"))
-elif a[0] == "stats":
+elif a[0] == "stats" and {db!r}:
     prefix, rep = Path(a[a.index("-o") + 1]), Path(a[-1])
     shutil.copy({nvtx_sum!r}, str(prefix) + "_nvtx_sum.csv")
     shutil.copy({db!r}, rep.with_suffix(".sqlite"))
 """
 
 
+def _fake_nsys(tmp_path, records, db=None, hang=""):
+    """An nsys whose `profile` writes a report and the records `labkit bench --json` would, and whose
+    `stats` writes nvtx_sum and the SQLite export `db` (none without it); `hang` sleeps 120 s."""
+    rec = tmp_path / "fake.json"
+    rec.write_text(json.dumps(records))
+    nsys = _exe(tmp_path / "bin" / "nsys")
+    nsys.write_text(FAKE_NSYS.format(py=PY, records=str(rec), nvtx_sum=str(DATA / "stats_nvtx_sum.csv"),
+                                     db=str(db) if db else None, hang=hang))
+    return nsys
+
+
 def test_profile_end_to_end_with_fake_nsys(tmp_path):
     tr, records = fake_run()
-    db = tr.write(tmp_path / "fake.sqlite")
-    rec = tmp_path / "fake.jsonl"
-    rec.write_text("".join(json.dumps(r) + "\n" for r in records))
-    nsys = tmp_path / "bin" / "nsys"
-    nsys.parent.mkdir()
-    nsys.write_text(FAKE_NSYS.format(py=PY, records=str(rec), nvtx_sum=str(DATA / "stats_nvtx_sum.csv"), db=str(db)))
-    nsys.chmod(0o755)
-    p = nsight.profile("add", ["f16x8_pack", "f16x8", "torch"], ["4096x4096"], ("cold",), out_dir=tmp_path / "run",
-                       nsys=str(nsys))
-    assert p.report == tmp_path / "run" / "labkit.nsys-rep" and p.source == "live"
+    nsys = _fake_nsys(tmp_path, records, tr.write(tmp_path / "fake.sqlite"))
+    run = tmp_path / "run"
+    p = nsight.profile("add", ["f16x8_pack", "f16x8", "torch"], ["4096x4096"], ("cold",), out_dir=run, nsys=str(nsys))
+    assert p.report == run / "labkit.nsys-rep" and p.source == "live"
     assert len(p.commands) == 3 and p.commands[0].startswith(f"{nsys} profile --trace=cuda,nvtx")
-    assert p.commands[1].endswith(f"-o {tmp_path / 'run' / 'stats'} {tmp_path / 'run' / 'labkit.nsys-rep'}")
-    # labkit's CUPTI kernel durations come from a second run without nsys (here: no GPU, no rows)
-    assert "--kernel-time" not in p.commands[0] and p.commands[2].endswith("labkit-kernel-time.jsonl --kernel-time")
-    assert list(p.check["result"]) == ["pass", "MISS", "pass"] and p.meta["gpu"] == "NVIDIA H200"
+    assert p.commands[0].endswith(f"--json {run / 'labkit.json'} --no-kernel-time")  # CUPTI is nsys's
+    assert p.commands[1].endswith(f"-o {run / 'stats'} {run / 'labkit.nsys-rep'}")
+    # labkit's CUPTI kernel durations come from a second run without nsys, with the default kernel
+    # time (here: no GPU, so it fails and says so)
+    assert p.commands[2].endswith(f"--json {run / 'labkit-kernel-time.json'}") and "nsys" not in p.commands[2]
+    assert "the kernel-time run (without nsys) exited with status 2" in p.meta["note"]
+    assert list(p.check["result"]) == ["pass", "pass", "MISS", "pass"] and p.meta["gpu"] == "NVIDIA H200"
     assert p.ranges.set_index("range").loc["add f16x8_pack 4096x4096", "instances"] == 2  # from stats_nvtx_sum.csv
     # the summary saved for recorded mode reads back the same
     saved = p.save(tmp_path / "summary")
     assert not list(saved.glob("*.jsonl"))  # recorded.load must not mistake it for a sweep
     back = nsight.recorded_profile(saved)
-    assert back.source.startswith("recorded") and list(back.check["result"]) == ["pass", "MISS", "pass"]
+    assert back.source.startswith("recorded") and list(back.check["result"]) == ["pass", "pass", "MISS", "pass"]
     assert back.meta["gpu"] == "NVIDIA H200" and back.commands == p.commands
+    assert back.records["commit"].iloc[0] == "1234567"  # a commit of digits stays a string
+
+
+def test_load_profile_takes_kernel_time_from_the_run_without_nsys(tmp_path):
+    tr, records = fake_run()
+    tr.write(tmp_path / "labkit.sqlite")
+    (tmp_path / "labkit.json").write_text(json.dumps(records))
+    again = [dict(r, time_us=(r.get("time_us") or 0) - 2, kernel_us=k, kernel_gbps=4000.0, overhead_us=2.0)
+             for r, k in zip(records[:4], [24.8, 23.1, 26.2, 2.1])]
+    (tmp_path / "labkit-kernel-time.json").write_text(json.dumps(again))
+    p = nsight.load_profile(tmp_path)
+    r = p.records.set_index(["variant", "shape"])
+    assert r.loc[("f16x8", "4096x4096"), "kernel_us"] == 26.2 and r.loc[("f16x8", "1024x1024"), "kernel_us"] != 26.2
+    pack = r.loc[("f16x8_pack", "4096x4096")]
+    assert pack["time_us"] == 25.4  # the profiled run's own event time stays
+    assert pack["kernel_gbps"] == 4000.0 and "overhead_us" not in r  # not the other run's events
+    c = p.check.set_index("variant")
+    assert c.loc["f16x8", "labkit_kernel_us"] == 26.2 and c.loc["f16x8", "result"] == "pass"  # kernel vs kernel
+    assert c["result"].tolist() == ["pass", "pass", "pass", "pass"]
+
+
+@pytest.mark.timeout(60)  # unbounded, the fake nsys would sleep 120 s here
+@pytest.mark.parametrize("step", ["stats", "export"])
+def test_profile_timeout_bounds_stats_and_export(tmp_path, step):
+    # the one timeout bounds every tool run: `nsys stats`, and `nsys export` when stats wrote no SQLite
+    _, records = fake_run()
+    nsys = _fake_nsys(tmp_path, records, hang=step)
+    t = time.monotonic()
+    with pytest.raises(LabkitError, match=f"nsys {step} did not finish in 2 s") as e:
+        nsight.profile("add", ["f16x8"], ["1024x1024"], out_dir=tmp_path / "run", nsys=str(nsys), timeout=2)
+    assert time.monotonic() - t < 30
+    msg = str(e.value)  # the command to run by hand, on the report that was written
+    assert f"{nsys} {step} " in msg and str(tmp_path / "run" / "labkit.nsys-rep") in msg and "--timeout" in msg
+
+
+def test_profile_checks_its_arguments_before_nsys(tmp_path):
+    with pytest.raises(ConfigError, match="has no tuning axis 'threads'"):
+        nsight.profile("add", ["f16x8_pack"], axes={"threads": [128]}, nsys=str(tmp_path / "nowhere"))
+    with pytest.raises(ConfigError, match="no variant 'f16x9'"):
+        nsight.profile("add", ["f16x9"], nsys=str(tmp_path / "nowhere"))
 
 
 def test_profile_report_missing(tmp_path):
@@ -455,3 +608,10 @@ def test_recorded_dir_prefers_results(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path / "empty"))
     d = nsight.recorded_dir()
     assert d is None or d.parent.parent.name == "results"
+
+
+def test_recorded_summary_in_results():
+    # the summary committed under results/<gpu>/nsight/ (Profile.save) reads back without a GPU
+    p = nsight.recorded_profile(profiling.recorded_dir())
+    assert len(p.check) and p.check["result"].isin(["pass", "MISS", "—", "pooled"]).all()
+    assert {"kernel_us", "time_us"} <= set(p.records.columns) and p.meta["gpu"].startswith("NVIDIA")

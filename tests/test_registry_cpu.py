@@ -1,27 +1,39 @@
-"""CPU half, every op: its registry entry matches its kernel file (launchers exported, kernels
-defined, the file's header comment names each variant), and its shapes round-trip."""
+"""CPU half, every op: a variant is stated once (its V(...) line); the symbol, launcher expression
+and kernel name are derived from it and checked against the kernel family file (the launcher
+template and kernels it names exist there; no hand-written export table remains); op modules and
+kernel families line up; shapes round-trip."""
 import re
 
 import pytest
 
-from labkit.build import KERNELS_DIR
-from labkit.registry import ops
+from labkit.paths import KERNELS_DIR
+from labkit.registry import family, ops
 
 OPS = list(ops().values())
+FAMILIES = sorted({o.source for o in OPS})
 
 
 @pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
-def test_registry_entry_matches_its_kernel_file(op):
+def test_derived_names_exist_in_the_kernel_file(op):
     src = (KERNELS_DIR / op.source).read_text()
-    header = src.split("#include")[0]  # the leading comment lists every variant with a note
     assert len({(v.name, v.dtype) for v in op.variants}) == len(op.variants)
     for v in op.variants:
-        assert re.search(rf"LK_EXPORT int {v.symbol}\(const lk_args\*", src), f"{v.symbol} not exported"
-    for base in [v.kernel.split("<")[0] for v in op.variants] + list(op.shape_kernels):
-        assert re.search(rf"__global__\s+void\s+(__launch_bounds__\([^)]*\)\s*(//[^\n]*)?\s*)?{base}\s*\(", src), f"no kernel {base}"
-    for v in op.variants:
-        assert re.search(rf"\b{v.name}\b", header), f"{v.name} missing from the header of {op.source}"
+        assert v.symbol == f"{op.name}_{v.name}" and v.op == op.name
+        launcher = v.launch.split("<")[0]
+        assert re.search(rf"static (int|void) {launcher}\(", src), f"{op.source} defines no launcher {launcher}"
         assert v.note and v.width >= 1 and v.access in (1, 2, 4, 8, 16)
+    for base in [v.kernel.split("<")[0] for v in op.variants] + list(op.shape_kernels):
+        assert re.search(rf"__global__\s+void\s+(__launch_bounds__\([^)]*\)\s*(//[^\n]*)?\s*)?{base}\s*\(", src), \
+            f"no kernel {base}"
+
+
+@pytest.mark.parametrize("source", FAMILIES)
+def test_one_family_one_module_and_no_hand_written_exports(source):
+    src = (KERNELS_DIR / source).read_text()
+    assert "LK_EXPORT" not in src, f"{source}: exports are generated from labkit/ops/{source[:-3]}.py"
+    mods = {o.__module__ if hasattr(o, "__module__") else None for o in family(source)}
+    assert all(o.source == source for o in family(source)) and mods
+    assert (KERNELS_DIR.parent / "labkit" / "ops" / f"{source[:-3]}.py").exists()
 
 
 @pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])

@@ -9,9 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from labkit.build import KERNELS_DIR
+from labkit.paths import KERNELS_DIR
 from labkit.check import compare
-from labkit.registry import get_op, torch_dtype
+from labkit.dtypes import torch_dtype
+from labkit.registry import get_op
 
 OPS = ["softmax", "softmax_rows", "sigmoid", "relu", "layer_norm", "rms_norm"]
 ROW_OPS = ["softmax_rows", "layer_norm", "rms_norm"]
