@@ -16,7 +16,8 @@ CHILD = """
 import time, json, sys
 t0 = time.perf_counter(); import torch; torch.cuda.init(); t1 = time.perf_counter()
 from labkit.build import build_all
-libs = build_all(); t2 = time.perf_counter()
+from labkit.registry import family_exports, ops
+libs = build_all({o.source: family_exports(o.source) for o in ops().values()}); t2 = time.perf_counter()
 print(json.dumps({"torch_import_s": t1 - t0, "catalog_s": t2 - t1, "libraries": len(libs)}))
 """
 
@@ -30,18 +31,20 @@ def _child(cache: str) -> dict:
 def edit_rebuild_rerun(cache: str) -> float:
     """Append a comment to kernels/add.cu (a new hash), rebuild it, re-check and re-time one config."""
     os.environ["LABKIT_CACHE"] = cache
-    from labkit.build import KERNELS_DIR
+    from labkit.config import resolve
+    from labkit.paths import KERNELS_DIR
     from labkit.runner import Runner
-    from labkit.stats import StopRule
 
-    runner = Runner(StopRule(budget_s=0.2), peak=False)
-    runner.run("add", "f16x8_pack", "f16", (4096, 4096))  # warm: torch baseline and everything else loaded
+    cfg = resolve("add", "f16x8_pack", "f16", (4096, 4096), rule={"budget_s": 0.2})
+    runner = Runner(peak=False)
+    runner.run(cfg)  # warm: torch, the harness and everything else loaded
     src = KERNELS_DIR / "add.cu"
     original = src.read_text()
     try:
         t0 = time.perf_counter()
         src.write_text(original + f"\n// edited {time.time()}\n")
-        r = runner.run("add", "f16x8_pack", "f16", (4096, 4096))
+        runner = Runner(peak=False)  # the edited file is a new library: a fresh launcher table
+        r = runner.run(cfg)
         dt = time.perf_counter() - t0
         assert r["status"] == "ok", r
         return dt

@@ -28,6 +28,28 @@ def latency() -> dict:
             "median_new_s": statistics.median(new), "median_redraw_s": statistics.median(cached)}
 
 
+def worker_overhead(n: int = 20) -> dict:
+    """What running in a worker process adds per configuration: the same checked configuration
+    (4096x4096 f16, no timing) through the shared worker pool and in this process."""
+    from labkit.config import resolve
+    from labkit.records import ResultLog
+    from labkit.session import Local, run
+    from labkit.workers import pool
+
+    cfg = resolve("add", "f16x8_pack", "f16", "4096x4096", timed=False)
+    out = {}
+    for name, ex in (("worker_s", pool()), ("in_process_s", Local(peak=False, kernel_time=False))):
+        run([cfg], ResultLog(), ex, progress=False)  # warm: process start, build, CUDA context
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            run([cfg], ResultLog(), ex, progress=False)
+            ts.append(time.perf_counter() - t0)
+        out[name] = statistics.median(ts)
+    out["added_per_config_s"] = out["worker_s"] - out["in_process_s"]
+    return out
+
+
 def labs() -> dict:
     import nbformat
     from nbclient import NotebookClient
@@ -48,7 +70,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     from labkit.device import provenance
 
-    res = {**latency(), **provenance()}
+    res = {**latency(), **worker_overhead(), **provenance()}
+    print(f"per configuration, worker vs in-process: +{1e3 * res['added_per_config_s']:.1f} ms "
+          f"({1e3 * res['worker_s']:.1f} vs {1e3 * res['in_process_s']:.1f} ms)")
     print(f"control change -> plot, new measurement at {res['shape']}: median {res['median_new_s']:.2f} s "
           f"{[round(x, 2) for x in res['new_measurement_s']]}; redraw only: median {res['median_redraw_s']:.3f} s (goal <= 0.5 s)")
     if not a.skip_labs:
@@ -56,7 +80,7 @@ def main(argv=None):
         for k, v in res["labs_s"].items():
             print(f"{k}: ran top to bottom live in {v:.0f} s (goal <= 180 s)")
     if a.out:
-        Path(a.out).write_text(json.dumps(res, indent=1))
+        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ MEMORY_GOAL_PCT, GEMM_GOAL = 92.0, 0.85
 
 
 def main(argv=None):
+    from labkit.config import make_rule, plan
     from labkit.records import ResultLog
     from labkit.registry import get_op, ops
-    from labkit.runner import Runner, expand
-    from labkit.stats import StopRule
-    from labkit.sweeps import run_configs
+    from labkit.session import run
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out")
@@ -27,15 +26,15 @@ def main(argv=None):
         print(goal_table(a.summary))
         return
     names = a.ops or [n for n in ops() if n not in ("add", "copy", "copy_gs")]
-    runner = Runner(StopRule(budget_s=a.budget), ResultLog(a.out))
+    log, rule = ResultLog(a.out), make_rule(budget_s=a.budget)
     lines = [f"{'op':14} {'dtype':5} {'shape':18} {'best':12} {'rate':>12} {'% peak':>7} {'x torch':>8}  goal"]
     for name in names:
         op = get_op(name)
         shape = (4096, 4096, 4096) if name == "sgemm" else \
             max(op.default_shapes, key=lambda s: op.bytes_moved(s, op.dtypes[0]))  # sgemm's goal is at 4096^3
-        run_configs(runner, op, expand(op, "all", None, [shape], ("cold",)), name)
+        run(plan(op, "all", None, [shape], ("cold",), rule=rule), log, title=f"zoo {name}")
         for dtype in op.dtypes:
-            rows = [r for r in runner.log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
+            rows = [r for r in log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
             ok = [r for r in rows if r["status"] == "ok" and r["variant"] != "torch"]
             bad = [r["variant"] for r in rows if r["status"] != "ok"]
             if not ok:
@@ -48,7 +47,7 @@ def main(argv=None):
             lines.append(f"{name:14} {dtype:5} {best['shape']:18} {best['variant']:12} {rate:>12} {best['pct_peak']:7.1f} "
                          f"{best['vs_torch']:8.2f}  {'met' if met else 'MISSED'}" + (f"  failing: {', '.join(bad)}" if bad else ""))
     if "sgemm" in names:
-        lines.append(_tf32_row(runner))
+        lines.append(_tf32_row(log, rule))
     print("\n".join(lines))
 
 
@@ -81,23 +80,23 @@ def goal_table(folder) -> str:
     return "\n".join(lines)
 
 
-def _tf32_row(runner) -> str:
+def _tf32_row(log, rule) -> str:
     """cuBLAS with TF32 at 4096^3: timed only (TF32 inputs fail the f32 tolerance by design)."""
     import torch
 
     from labkit.ops.sgemm import torch_tf32
-    from labkit.timing import measure_callable
+    from labkit.timing import measure
 
     n = 4096
     a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
     c = torch.empty(n, n, device="cuda")
-    m = measure_callable(lambda: torch_tf32([a, b], [c]), "cold", runner.rule)
+    m = measure(lambda: torch_tf32([a, b], [c]), "cold", rule)
     from labkit.device import provenance
 
     row = {"op": "sgemm", "variant": "torch_tf32", "dtype": "f32", "shape": f"{n}x{n}x{n}", "mode": "cold",
            "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12,
            **provenance()}
-    runner.log.append(row)
+    log.append(row)
     return f"{'sgemm':14} {'tf32':5} {row['shape']:18} {'torch_tf32':12} {row['tflops']:>6.1f} TFLOP/s  (timed, not checked)"
 
 
