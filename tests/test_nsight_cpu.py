@@ -270,7 +270,8 @@ def test_missing_tools_say_what_to_run(no_tools):
     assert "nsys (Nsight Systems) not found" in msg and "host/target-linux-x64/nsys" in msg
     assert ("nsys profile --trace=cuda,nvtx --sample=none --cpuctxsw=none --cuda-graph-trace=node "
             "--force-overwrite=true -o labkit-nsys/labkit python -m labkit.cli bench add --in-process "
-            "-v f16x8,f16x8_pack -s 4096x4096 --mode cold hot --budget 0.2 --json labkit-nsys/labkit.json --no-kernel-time") in msg
+            "-v f16x8,f16x8_pack -s 4096x4096 --mode cold hot --budget 0.2 --json labkit-nsys/labkit.json "
+            "--no-kernel-time") in msg
     with pytest.raises(ToolMissingError) as e:
         nsight.ncu_metrics("add", "f16x8_pack", "4096x4096")
     assert "ncu --nvtx --nvtx-include 'labkit@bench add/add/add f16x8_pack 4096x4096/timed cold/' " \
@@ -292,6 +293,14 @@ def test_ncu_metrics_with_fake_ncu(tmp_path):
     assert (tmp_path / "ncu.txt").exists()
     t = nsight.ncu_table([df[df["kernel"].str.startswith("add_kernel")]])
     assert t.iloc[0]["DRAM read MB"] == pytest.approx(67.11424)
+
+
+def test_cli_profile_ncu_with_fake_ncu(tmp_path, capsys):
+    ncu = _exe(tmp_path / "ncu", f"cat '{DATA / 'ncu_f16x8_pack_timed_fullpath.csv'}'")
+    assert main(["profile", "add", "-v", "f16x8_pack", "-s", "4096x4096", "--ncu", "--ncu-path", str(ncu),
+                 "--timeout", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "add_kernel<__half, 8, 16>" in out and "Under ncu" in out
 
 
 def test_ncu_metrics_of_a_variant_at_axis_values(tmp_path):

@@ -76,8 +76,11 @@ def check_plot(check, title: str = "labkit vs Nsight Systems"):
             hovertemplate="%{text}<br>nsys %{x:.2f} µs, labkit %{y:.2f} µs<br>%{customdata[0]:+.2f} µs "
                           "(%{customdata[1]:+.1f} %), goal %{customdata[2]}<extra></extra>"))
     if len(check):
-        lo, hi = check[["nsys_us", "labkit_us"]].min().min() * 0.8, check[["nsys_us", "labkit_us"]].max().max() * 1.2
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal", line=dict(dash="dot", color="#999")))
+        both = check[["nsys_us", "labkit_us"]]
+        lo, hi = both.min().min() * 0.8, both.max().max() * 1.2
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="equal",
+                                 line=dict(dash="dot", color="#999")))
     fig.update_layout(title=title, xaxis_title="Nsight Systems median kernel duration (µs)",
-                      yaxis_title="labkit median time (µs): kernel, else events", xaxis_type="log", yaxis_type="log", height=420)
+                      yaxis_title="labkit median time (µs): kernel, else events", xaxis_type="log", yaxis_type="log",
+                      height=420)
     return fig

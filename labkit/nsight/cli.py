@@ -9,10 +9,13 @@ from ..timing import MODES
 def add_profile_parser(sub) -> None:
     pr = sub.add_parser("profile", help="run a bench or sweep under Nsight Systems (or a variant under Nsight "
                                         "Compute) and compare with labkit's times",
-                        description="Run a bench (op, -v, -s, --mode) or --sweep under `nsys profile --trace=cuda,nvtx`, "
-                                    "then print the NVTX ranges, the kernels in each config's timed range and labkit's "
-                                    "time next to Nsight's. With --ncu: Nsight Compute metrics of each -v variant at the "
-                                    "first -s shape, next to labkit's byte model.")
+                        description="Run a bench (op, -v, -s, --mode) or --sweep under `nsys profile "
+                                    "--trace=cuda,nvtx`, then print the NVTX ranges, the kernels in each config's "
+                                    "timed range and labkit's times next to Nsight's (labkit's kernel time comes from "
+                                    "a second run without nsys, which holds CUPTI). With --ncu: Nsight Compute "
+                                    "metrics of each -v variant (a name, or a name with axis values as records show "
+                                    "it, e.g. 'f16x8_pack[block=512]') at the first -s shape, next to labkit's byte "
+                                    "model.")
     pr.add_argument("op", nargs="?", help="op name (or use --sweep)")
     pr.add_argument("-v", "--variants", help="comma-separated variant names (default: all, plus torch)")
     pr.add_argument("-d", "--dtype", help="only variants of this dtype")

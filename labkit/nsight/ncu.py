@@ -120,9 +120,8 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
     try:
         ncu = find_tool("ncu", ncu)
     except ToolMissingError as e:
-        raise ToolMissingError(f"{e}\nOn a machine with Nsight Compute and a GPU, run:\n  "
-                               f"{shell(ncu_argv('ncu', o.name, variant, shape_s, ['python', *app[1:]], v.dtype, mode))}"
-                               ) from None
+        by_hand = ncu_argv("ncu", o.name, variant, shape_s, ["python", *app[1:]], v.dtype, mode)
+        raise ToolMissingError(f"{e}\nOn a machine with Nsight Compute and a GPU, run:\n  {shell(by_hand)}") from None
     argv = ncu_argv(ncu, o.name, variant, shape_s, app, v.dtype, mode, launch_count=launch_count)
     r = run_tool(argv, timeout, "ncu")
     text = r.stdout + "\n" + r.stderr

@@ -171,7 +171,8 @@ def parse_bench_log(src):
         m = re.match(r"^\s*out_(\w+): \[.*?\], time:([\d.]+)ms", line)
         if m and head:
             name = m.group(1)
-            variant, dtype = ("torch", name[:-3]) if name.endswith("_th") else (name, re.match(r"[a-z]+\d+", name).group())
+            torch = name.endswith("_th")
+            variant, dtype = ("torch", name[:-3]) if torch else (name, re.match(r"[a-z]+\d+", name).group())
             rows.append({"op": head[0], "variant": variant, "dtype": dtype, "shape": head[1], "mode": head[2],
                          "status": "ok", "time_us": float(m.group(2)) * 1e3})
     return rows
