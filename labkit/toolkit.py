@@ -7,12 +7,11 @@ Search order, per program (the first folder holding it wins):
   4. /usr/local/cuda/bin                  (the default install, even when not on PATH)
 
 So a machine with only Python compiles kernels and reads their SASS after `pip install
-'labkit[cuda]'` (the test extra includes it): nvidia-cuda-nvcc brings nvcc, ptxas and the runtime
-headers (its dependencies nvidia-cuda-runtime, -crt and nvidia-nvvm), nvidia-cuda-cccl the headers
-that cuda_fp16.h includes (<nv/target>), nvidia-cuda-cuobjdump and -nvdisasm the disassemblers. The
-wheels' nvcc finds its headers by itself (its nvcc.profile adds -I include and -isystem
-include/cccl), so labkit passes no extra flags. No wheel carries cu++filt (nvidia-cuda-cuxxfilt holds
-only a header); sass.demangle falls back to binutils' c++filt."""
+'labkit[cuda]'` (the test extra includes it): cuda-toolkit[nvcc,cccl] brings nvcc, ptxas, nvvm, the
+runtime headers and CCCL's (cuda_fp16.h includes <nv/target>), nvidia-cuda-cuobjdump and -nvdisasm the
+disassemblers, all under site-packages/nvidia/cu13. The wheels' nvcc finds its headers by itself (its
+nvcc.profile adds -I include and -isystem include/cccl), so labkit passes no extra flags. No wheel
+carries cu++filt (nvidia-cuda-cuxxfilt holds only a header); sass.demangle falls back to binutils' c++filt."""
 from __future__ import annotations
 
 import functools
@@ -20,7 +19,6 @@ import hashlib
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
