@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,21 @@ def test_wheel_nvcc_compiles_a_kernel_family(monkeypatch, tmp_path, arch):
     df = sass.report("add", arch)
     assert len(df) and {"f16x8_pack", "bf16x8_pack"} <= set(df["variant"])
     assert (df["registers"] > 0).all()
+
+
+def test_wheel_cuda_home_links_with_lcudart(monkeypatch, tmp_path):
+    """What torch's cpp_extension does with cuda_home() on a GPU machine with only the wheels:
+    -L$CUDA_HOME/lib64 -lcudart (without the lib64/libcudart.so link: `cannot find -lcudart`)."""
+    _wheel_only(monkeypatch, tmp_path)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler")
+    home = toolkit.cuda_home()
+    assert (home / "include" / "cuda_runtime.h").exists()
+    (tmp_path / "x.c").write_text("int f(void) { return 0; }\n")
+    r = subprocess.run([cc, "-shared", "-fPIC", str(tmp_path / "x.c"), f"-L{home / 'lib64'}", "-lcudart",
+                        "-o", str(tmp_path / "x.so")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 # --- README's commands in a fresh venv -----------------------------------------------------------
