@@ -13,7 +13,8 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
     nvtx = None
 
 DOMAIN = "labkit"
-PHASES = ("compile", "check", "warmup", "timed")  # the timed range is named "timed cold" / "timed hot"
+# the runner's phases, in order; the timed range is named "timed cold" / "timed hot"
+PHASES = ("compile", "check", "warmup", "timed", "recheck", "kernel time")
 
 
 def check_name(name: str) -> str:

@@ -12,7 +12,7 @@ from ..registry import get_op
 
 # the runner's phase ranges: ranges.PHASES ('timed' is spelled 'timed <mode>'), the re-check after
 # timing and the CUPTI kernel-time run (absent under nsys, which holds CUPTI)
-PHASES = (*RANGE_PHASES, "recheck", "kernel time")
+PHASES = RANGE_PHASES
 TOPS = ("sweep", "bench", "explore")  # the title range of a run: 'bench add', 'sweep seed000'
 
 

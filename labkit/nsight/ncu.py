@@ -123,7 +123,8 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
         by_hand = ncu_argv("ncu", o.name, variant, shape_s, ["python", *app[1:]], v.dtype, mode)
         raise ToolMissingError(f"{e}\nOn a machine with Nsight Compute and a GPU, run:\n  {shell(by_hand)}") from None
     argv = ncu_argv(ncu, o.name, variant, shape_s, app, v.dtype, mode, launch_count=launch_count)
-    r = run_tool(argv, timeout, "ncu")
+    # ncu runs launches one at a time: the blocking kernel would only wait for its timeout there
+    r = run_tool(argv, timeout, "ncu", env={"LABKIT_BLOCKING": "0"})
     text = r.stdout + "\n" + r.stderr
     if out:
         Path(out).write_text(text)

@@ -62,19 +62,20 @@ def shell(argv) -> str:
     return shlex.join([str(a) for a in argv])
 
 
-def _env() -> dict:
+def _env(extra=None) -> dict:
     """The child's environment: this labkit importable even when it is not installed (a notebook
-    that put the checkout on sys.path)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    that put the checkout on sys.path), plus `extra`."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            **(extra or {})}
 
 
-def run_tool(argv, timeout: float, what: str) -> subprocess.CompletedProcess:
+def run_tool(argv, timeout: float, what: str, env=None) -> subprocess.CompletedProcess:
     """Run a tool for at most `timeout` seconds; past that, kill its whole process group and raise
     LabkitError naming the command to run by hand. stdout and stderr are returned as text."""
     argv = [str(a) for a in argv]
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True, env=_env())
+                                errors="replace", start_new_session=True, env=_env(env))
     except FileNotFoundError as e:
         raise ToolMissingError(f"{what}: cannot run {argv[0]} ({e}). The command was:\n  {shell(argv)}") from e
     try:

@@ -1,0 +1,94 @@
+"""The GPU half of the tests and the sanitizer runs, with their summary lines recorded:
+
+    python -m labkit.benchmarks.gpu_tests --logs DIR [--steps tests memcheck racecheck] [--budget-s 420]
+
+writes results/<gpu>/tests.json (each command, its summary line, exit code and seconds, with the
+GPU, driver, date and commit) and each step's full log into DIR. Timing-sensitive tests run alone
+first; the correctness tests then run in parallel (pytest-xdist) since they time nothing. A step that
+outlives its share of the budget is stopped and recorded as such, never as passed."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PY = sys.executable
+SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
+STEPS = {
+    "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
+               "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py"],
+    "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
+              "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py"],
+    "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
+                 PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
+                 "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
+    "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
+                  PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
+                  "-k", f"test_variant_matches and ({SHARED_MEMORY_OPS})"],
+}
+
+
+def summary(log: str, step: str) -> str:
+    """pytest's last summary line, plus the sanitizer's error / hazard totals over all processes."""
+    tail = [line.strip("= ") for line in log.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
+    out = tail[-1] if tail else "no pytest summary (stopped or crashed)"
+    if step == "memcheck":
+        errors = [int(m) for m in re.findall(r"ERROR SUMMARY: (\d+) error", log)]
+        out += f"; memcheck: {sum(errors)} errors over {len(errors)} processes" if errors else "; memcheck: no summary"
+    if step == "racecheck":
+        hz = [int(m) for m in re.findall(r"RACECHECK SUMMARY: (\d+) hazard", log)]
+        errors = [int(m) for m in re.findall(r"ERROR SUMMARY: (\d+) error", log)]
+        out += (f"; racecheck: {sum(hz)} hazards over {len(hz)} processes" if hz else
+                f"; racecheck: {sum(errors)} errors over {len(errors)} processes" if errors else "; racecheck: no summary")
+    return out
+
+
+def main(argv=None) -> dict:
+    from labkit.device import properties, provenance
+    from labkit.paths import results_dir
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--logs", required=True, help="folder for the full logs")
+    ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
+    ap.add_argument("--budget-s", type=float, default=420, help="seconds for all steps together")
+    a = ap.parse_args(argv)
+    logs = Path(a.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    out = results_dir() / properties()["slug"] / "tests.json"
+    res = {"runs": [], **provenance()}
+    if out.exists():  # keep the other steps' records from an earlier run at the same commit
+        old = json.loads(out.read_text())
+        if old.get("commit") == res["commit"]:
+            res["runs"] = [r for r in old.get("runs", []) if r["step"] not in a.steps]
+    t_end = time.monotonic() + a.budget_s
+    for step in a.steps:
+        left = t_end - time.monotonic()
+        if left < 20:
+            res["runs"].append({"step": step, "command": " ".join(STEPS[step]), "summary": "not run: no time left",
+                                "returncode": None, "seconds": 0})
+            continue
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(STEPS[step], capture_output=True, text=True, timeout=left)
+            log, rc = p.stdout + p.stderr, p.returncode
+        except subprocess.TimeoutExpired as e:
+            log = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+            rc = "timeout"
+        (logs / f"{step}.log").write_text(log)
+        line = summary(log, step) + (f" (stopped after {left:.0f} s)" if rc == "timeout" else "")
+        cmd = " ".join(x if x != PY else "python" for x in STEPS[step])
+        res["runs"].append({"step": step, "command": cmd, "summary": line, "returncode": rc,
+                            "seconds": round(time.monotonic() - t0, 1)})
+        print(f"{step}: {line} [{time.monotonic() - t0:.0f} s]", flush=True)
+    res["runs"].sort(key=lambda r: list(STEPS).index(r["step"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""README numbers are data: every measured number in README.md sits in a block
+`<!-- data:NAME -->` ... `<!-- /data -->` rendered here from the files under results/ (sweeps,
+device.json, timing-agree.json, launch-cost.json, tests.json, ...), each table saying which GPU,
+driver, date and commit its rows come from.
+
+    python -m labkit.readme           rewrite README.md's blocks from the files
+    python -m labkit.readme --check   exit 1 if a number in README.md differs from what the files give
+(tests/test_readme_cpu.py runs the check in CI)."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from .paths import ROOT, results_dir
+
+BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
+
+
+def _gpus(root) -> list:
+    """Result folders with a device.json or sweeps, H100 before H200 (alphabetical)."""
+    return sorted(p for p in results_dir(root).iterdir() if p.is_dir() and any(p.glob("*.json*")))
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _rows(path: Path) -> list:
+    from .records import load_rows
+
+    return load_rows(path) if path.exists() else []
+
+
+def _f(x, spec=".2f") -> str:
+    return "–" if x is None or x != x else format(x, spec)
+
+
+def _prov(rows_or_dicts) -> str:
+    """'GPU, driver D, DATE, commit C' over the given rows (dates first … last)."""
+    rs = [r for r in rows_or_dicts if isinstance(r, dict)]
+    if not rs:
+        return ""
+    dates = sorted({str(r.get("date", ""))[:10] for r in rs if r.get("date")})
+    commits = list(dict.fromkeys(str(r.get("commit")) + ("+dirty" if r.get("dirty") else "")
+                                 for r in sorted(rs, key=lambda r: str(r.get("date", ""))) if r.get("commit")))
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} … {dates[-1]}" if dates else "?"
+    com = commits[0] if len(commits) == 1 else f"{commits[0]} … {commits[-1]}" if commits else "?"
+    drv = ", ".join(sorted({str(r.get("driver")) for r in rs if r.get("driver")}))
+    return f"{rs[0].get('gpu', '?')}, driver {drv}, {span}, commit {com}"
+
+
+def _table(head, rows) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    out += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
+    return "\n".join(out)
+
+
+# ---- the blocks ---------------------------------------------------------------------------------
+def block_ceilings(root, args) -> str:
+    rows, prov = [], []
+    for d in _gpus(root):
+        facts = _json(d / "device.json") or {}
+        for e in (facts.get("devices") or {}).values():
+            fl = e.get("floor", {})
+            spec = e.get("spec", {})
+            rows.append([e["gpu"], _f(e["copy_peak_gbps"], ".0f"), _f(spec.get("mem_gbps"), ".0f"), _f(e["l2_gbps"], ".0f"),
+                         _f(e["fma_tflops"], ".1f"), _f(spec.get("fp32_tflops"), ".1f"),
+                         _f(fl.get("cold", {}).get("overhead_us")), _f(fl.get("hot", {}).get("overhead_us")),
+                         e["date"][:10], e.get("commit")])
+    if not rows:
+        return "_no device.json under results/ yet_\n"
+    return _table(["GPU", "copy peak GB/s", "spec GB/s", "L2 GB/s", "FMA TFLOP/s", "spec TFLOP/s",
+                   "event overhead cold µs", "hot µs", "measured", "commit"], rows) + "\n"
+
+
+def block_timing(root, args) -> str:
+    parts = []
+    for d in _gpus(root):
+        res = _json(d / "timing-agree.json")
+        if not res:
+            continue
+        rows = [[r["shape"], r["mode"], r["variant"], _f(r["events_us"]), _f(r["kernel_us"]), _f(r.get("nsys_us")),
+                 _f(r["overhead_us"]), _f(r.get("vs_torch")), _f(r.get("vs_torch_kernel")),
+                 "yes" if r.get("host_bound") else "no"]
+                for r in res["rows"] if r["variant"] in ("torch", "f16x8_pack")]
+        ok = sum(c["pass"] for c in res["checks"])
+        slow = res.get("slowed_host", [])
+        worst = max((abs(s["diff_us"]) for s in slow), default=float("nan"))
+        parts.append(f"**{_prov([res])}** (`python -m labkit.benchmarks.timing_agree --nsys`): {ok} of "
+                     f"{len(res['checks'])} shape/mode checks pass; a host slowed by 100 µs per enqueue moves event "
+                     f"times by at most {_f(worst)} µs.\n\n" +
+                     _table(["shape", "mode", "variant", "events µs", "CUPTI µs", "nsys µs", "events − CUPTI",
+                             "vs torch (events)", "vs torch (CUPTI)", "host-bound"], rows))
+    return ("\n\n".join(parts) or "_no timing-agree.json under results/ yet_") + "\n"
+
+
+def block_launch(root, args) -> str:
+    rows = []
+    for d in _gpus(root):
+        r = _json(d / "launch-cost.json")
+        if r:
+            rows.append([r["gpu"], _f(r["labkit_prepared_us"]), _f(r["torch_add_out_us"]), _f(r["prepared_vs_torch_out"]),
+                         _f(r["labkit_call_us"]), _f(r["torch_add_us"]), _f(r["call_vs_torch"]), r["date"][:10], r["commit"]])
+    return _table(["GPU", "prepared launch µs", "torch.add(out=) µs", "ratio (goal ≤ 1.2)", "labkit.call µs",
+                   "torch.add µs", "ratio (goal ≤ 2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
+
+
+def _pivot(rows, value, variants, fmt) -> tuple:
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    by = {(r["shape"], r["variant"], r["dtype"]): r for r in rows if r.get("status") == "ok"}
+    return shapes, {s: [_f(by.get((s, v, dt), {}).get(value), fmt) for v, dt in variants] for s in shapes}
+
+
+def block_seed000(root, args) -> str:
+    mode = args.strip() or "cold"
+    variants = [("f16", "f16"), ("f16x2", "f16"), ("f16x8", "f16"), ("f16x8_pack", "f16"), ("torch", "f16"),
+                ("f32x4", "f32"), ("torch", "f32"), ("bf16x8_pack", "bf16"), ("torch", "bf16")]
+    parts = []
+    for d in _gpus(root):
+        rows = [r for r in _rows(d / "seed000.jsonl") if r.get("mode") == mode]
+        if not rows:
+            continue
+        shapes, cells = _pivot(rows, "kernel_us", variants, ".2f")
+        _, ev = _pivot(rows, "time_us", variants, ".2f")
+        bound = sum(1 for r in rows if r.get("host_bound"))
+        parts.append(f"**{_prov(rows)}**, {mode}, kernel time µs (CUPTI; event time in brackets); "
+                     f"{bound} of {len(rows)} rows host-bound\n\n" +
+                     _table(["shape"] + [f"{v} {dt}" if v == "torch" else v for v, dt in variants],
+                            [[s] + [f"{k} ({e})" for k, e in zip(cells[s], ev[s])] for s in shapes]))
+    return ("\n\n".join(parts) or "_no seed000.jsonl under results/ yet_") + "\n"
+
+
+def block_access_width(root, args) -> str:
+    variants = [("torch", "u8")] + [(f"w{w}", "u8") for w in (1, 2, 4, 8, 16)]
+    parts = []
+    for d in _gpus(root):
+        rows = _rows(d / "access-width.jsonl")
+        if not rows:
+            continue
+        shapes, cells = _pivot(rows, "gbps", variants, ".0f")
+        parts.append(f"**{_prov(rows)}**, GB/s (bytes read + written, event time)\n\n" +
+                     _table(["size", "torch copy_", "1 B", "2 B", "4 B", "8 B", "16 B"], [[s] + cells[s] for s in shapes]))
+    return ("\n\n".join(parts) or "_no access-width.jsonl under results/ yet_") + "\n"
+
+
+def block_zoo(root, args) -> str:
+    from .benchmarks.zoo import goal_table
+
+    parts = []
+    for d in _gpus(root):
+        files = [f for f in d.glob("*.jsonl") if f.stem not in ("seed000", "access-width", "copy-gs")
+                 and not f.stem.startswith(("tune-", "zoo"))]
+        if not files:
+            continue
+        rows = [r for f in files for r in _rows(f)]
+        parts.append(f"**{_prov(rows)}**\n\n" + goal_table(d))
+    return ("\n\n".join(parts) or "_no zoo sweeps under results/ yet_") + "\n"
+
+
+def block_tests(root, args) -> str:
+    rows = []
+    for d in _gpus(root):
+        t = _json(d / "tests.json")
+        for run in (t or {}).get("runs", []):
+            rows.append([t["gpu"], f"`{run['command']}`", run["summary"], t["date"][:10], t["commit"]])
+    return _table(["GPU", "command", "result", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
+
+
+def block_json(root, args) -> str:
+    """One JSON result per GPU, chosen fields: `<!-- data:json FILE key1 key2 ... -->`."""
+    name, *keys = args.split()
+    rows = []
+    for d in _gpus(root):
+        r = _json(d / name)
+        if r:
+            rows.append([r.get("gpu", d.name)] + [_f(r.get(k), ".3g") if isinstance(r.get(k), (int, float)) else str(r.get(k))
+                                                  for k in keys] + [str(r.get("date", ""))[:10], r.get("commit")])
+    return _table(["GPU", *keys, "date", "commit"], rows) + "\n" if rows else f"_no {name} under results/ yet_\n"
+
+
+BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
+          "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json}
+
+
+def render(text: str, root=None) -> str:
+    def one(m):
+        name = m.group("name")
+        if name not in BLOCKS:
+            raise ValueError(f"README block data:{name} is unknown; blocks are {', '.join(BLOCKS)}")
+        return m.group(1) + BLOCKS[name](root, m.group("args")) + m.group(5)
+    return BLOCK.sub(one, text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    a = ap.parse_args(argv)
+    path = Path(a.readme)
+    old = path.read_text()
+    new = render(old)
+    if a.check:
+        if new != old:
+            import difflib
+
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "rendered"))
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
