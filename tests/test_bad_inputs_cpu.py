@@ -337,3 +337,157 @@ def test_output_paths_are_checked_before_writing(tmp_path):
         ResultLog(tmp_path / "rows.csv")
     assert check_output(tmp_path / "new" / "rows.csv").parent.is_dir()
     still_usable()
+
+
+# ---- builds: locks, broken libraries -------------------------------------------------------------
+def _holder(lock):
+    """A process holding the build folder's lock, as a build in progress does."""
+    code = f"import filelock, time; k = filelock.FileLock({str(lock)!r}); k.acquire(); print('held', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_lock_left_by_a_killed_build_is_taken_over(tmp_path, capsys):
+    p = _holder(tmp_path / ".labkit.lock")
+    (tmp_path / ".labkit.owner").write_text(f"pid {p.pid}")
+    (tmp_path / "lock").write_text("")  # torch.utils.cpp_extension's own lock, left by the killed build
+    p.kill()
+    p.wait()
+    with build._FolderLock(tmp_path, wait_s=5):
+        assert not (tmp_path / "lock").exists()
+    assert "took over a stale build lock" in capsys.readouterr().err
+    still_usable()
+
+
+def test_a_live_build_is_waited_for_visibly_and_boundedly(tmp_path, capsys):
+    p = _holder(tmp_path / ".labkit.lock")
+    (tmp_path / ".labkit.owner").write_text(f"pid {p.pid}")
+    try:
+        with pytest.raises(BuildError, match=f"pid {p.pid} has been building .* if it is not running, remove"):
+            with build._FolderLock(tmp_path, wait_s=0.1):
+                pass
+        assert f"waiting for pid {p.pid} to finish building" in capsys.readouterr().err
+    finally:
+        p.kill()
+        p.wait()
+    with build._FolderLock(tmp_path, wait_s=5):
+        pass
+    still_usable()
+
+
+@pytest.mark.parametrize("second", ["loads", "broken"])
+def test_a_library_that_does_not_load_is_rebuilt_once(tmp_path, monkeypatch, capsys, second):
+    good = torch.__path__[0] + "/lib/libc10.so"  # a library that loads
+    made = []
+
+    def fake_build(name, key, sources, flags, build_dir, verbose):
+        build_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        so = build_dir / f"lk_{name}_{key}.so"
+        so.write_bytes(open(good, "rb").read() if made and second == "loads" else b"\x7fELF truncated")
+        made.append(so)
+        return so
+
+    monkeypatch.setattr(build, "_build", fake_build)
+    monkeypatch.setattr(build, "_libraries", {})
+    src = tmp_path / "k.cu"
+    src.write_text(f"// {second}")
+    if second == "loads":
+        assert build.build_library("fake", [src], arch="90").handle()
+    else:
+        with pytest.raises(BuildError, match=r"the library in \S+fake-sm90-\w+ does not load after a rebuild"):
+            build.build_library("fake", [src], arch="90")
+    assert len(made) == 2 and "does not load" in capsys.readouterr().err
+    still_usable()
+
+
+# ---- environment values: never a shell, never another user's library -----------------------------
+@pytest.mark.parametrize("arch", ["90/../..", "`touch x`", "90;touch x", "$(touch x)", "90 91", "sm_90"])
+def test_labkit_arch_is_refused_before_any_build(tmp_path, monkeypatch, arch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LABKIT_ARCH", arch)
+    monkeypatch.setattr(build, "_build", lambda *a: pytest.fail("reached the build"))
+    (tmp_path / "k.cu").write_text("// k")
+    with pytest.raises(ConfigError, match="is not a compute capability list: use digits with an optional letter"):
+        build.build_library("k", [tmp_path / "k.cu"])
+    assert not (tmp_path / "x").exists()
+    monkeypatch.setenv("LABKIT_ARCH", "90")
+    assert build.target_arch() == "90"
+    still_usable()
+
+
+@pytest.mark.parametrize("cache", ["/tmp/a$(touch x)", "/tmp/`touch x`", "/tmp/a b", "/tmp/a;touch x", "/tmp/a|b"])
+def test_labkit_cache_with_shell_characters_is_refused(tmp_path, monkeypatch, cache):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LABKIT_CACHE", cache)
+    with pytest.raises(ConfigError, match="LABKIT_CACHE=.* is not a plain path: use letters, digits and"):
+        paths.cache_root()
+    assert not os.path.exists(cache) and not (tmp_path / "x").exists()
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "cache"))
+    assert paths.cache_root().stat().st_mode & 0o777 == 0o700
+    still_usable()
+
+
+def _foreign(monkeypatch, path):
+    """os.stat of `path` reports another owner."""
+    real = os.stat
+
+    def stat(p, *a, **k):
+        st = real(p, *a, **k)
+        return os.stat_result([*st[:4], st.st_uid + 1, *st[5:]]) if os.fspath(p) == str(path) else st
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_a_cache_of_another_user_or_open_to_others_is_refused(tmp_path, monkeypatch):
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv("LABKIT_CACHE", str(root))
+    with monkeypatch.context() as m:
+        _foreign(m, root)
+        with pytest.raises(ConfigError, match="belongs to another user .*set LABKIT_CACHE to a folder of yours"):
+            paths.cache_root()
+    root.chmod(0o770)
+    with pytest.raises(ConfigError, match=r"is writable by others \(mode 0o770\); run `chmod 700"):
+        paths.cache_root()
+    root.chmod(0o700)
+    assert paths.cache_root() == root
+    so = root / "lk.so"
+    so.write_bytes(b"")
+    with monkeypatch.context() as m:
+        _foreign(m, so)
+        with pytest.raises(BuildError, match="owned by uid .*labkit loads only libraries of its own user"):
+            build._owned(so)
+    so.chmod(0o666)
+    with pytest.raises(BuildError, match=r"\(mode 0o666\)"):
+        build._owned(so)
+    still_usable()
+
+
+# ---- Nsight: a missing or hanging tool names the command to run elsewhere ------------------------
+def test_nsight_without_its_tools_names_the_command(tmp_path, monkeypatch):
+    from labkit import nsight
+    from labkit.nsight import tools
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for var in ("LABKIT_NSYS", "LABKIT_NCU"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(tools, "SEARCH_GLOBS", ())
+    with pytest.raises(ToolMissingError, match=r"(?s)nsys \(Nsight Systems\) not found.*Nsight Systems and a GPU, run:\n"
+                                                r"  nsys profile .*labkit.cli bench add"):
+        nsight.profile("add", ["f32"], ["64x64"])
+    with pytest.raises(ToolMissingError, match=r"(?s)ncu \(Nsight Compute\) not found.*Nsight Compute and a GPU, run:\n  ncu "):
+        nsight.ncu_metrics("add", "f32x4", "64x64")
+    with pytest.raises(ConfigError, match="unknown op 'ad'"):  # names are checked before looking for the tool
+        nsight.profile("ad", ["f32"])
+    still_usable()
+
+
+def test_a_tool_that_hangs_or_is_missing_is_named(tmp_path):
+    from labkit.nsight.tools import run_tool
+
+    with pytest.raises(LabkitError, match=r"nsys stats did not finish in 0.3 s and was stopped.*\n  sleep 30"):
+        run_tool(["sleep", "30"], 0.3, "nsys stats")
+    with pytest.raises(ToolMissingError, match=r"nsys export: cannot run /no/such/nsys .*\n  /no/such/nsys export"):
+        run_tool(["/no/such/nsys", "export"], 5, "nsys export")
+    still_usable()
