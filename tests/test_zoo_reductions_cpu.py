@@ -49,13 +49,13 @@ def test_embedding_validate_names_the_bad_index():
     op.validate([idx, weight], (4096, 32, 8), "f32")  # in range: fine
     idx[17] = 5000
     idx[20] = -1
-    with pytest.raises(ConfigError, match=re.escape("embedding: index 5000 at position 17 is outside [0, 4096)")):
+    with pytest.raises(ConfigError, match=re.escape("embedding: idx holds 5000 at position 17, outside [0, 4096)")):
         op.validate([idx, weight], (4096, 32, 8), "f32")
     idx[17] = 0
-    with pytest.raises(ConfigError, match=re.escape("index -1 at position 20 is outside [0, 4096)")):
+    with pytest.raises(ConfigError, match=re.escape("idx holds -1 at position 20, outside [0, 4096)")):
         op.validate([idx, weight], (4096, 32, 8), "f32")
     idx[20] = 4096  # one past the end
-    with pytest.raises(ConfigError, match=re.escape("index 4096 at position 20")):
+    with pytest.raises(ConfigError, match=re.escape("idx holds 4096 at position 20")):
         op.validate([idx, weight], (4096, 32, 8), "f32")
 
 
@@ -67,7 +67,7 @@ def test_embedding_validate_wants_int32_indices():
 def test_histogram_validate_names_the_bad_value():
     op = get_op("histogram")
     x = torch.tensor([0, 1, 9, 2], dtype=torch.int32)
-    with pytest.raises(ConfigError, match=re.escape("histogram: value 9 at position 2 is outside [0, 8)")):
+    with pytest.raises(ConfigError, match=re.escape("histogram: x holds 9 at position 2, outside [0, 8) for bins=8")):
         op.validate([x], (4, 8), "i32")
     op.validate([x], (4, 10), "i32")
 
