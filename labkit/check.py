@@ -27,33 +27,44 @@ def poison(out, expected=None) -> None:
         out.fill_(0xA5 if out.dtype == torch.uint8 else -0x5A5A5A5A)
 
 
+CHUNK = 1 << 26  # elements compared at once: float64 copies of a chunk stay at 512 MiB on any GPU
+
+
 def compare(out, ref, rtol: float, atol: float, name: str = "output") -> CheckResult:
     """Whole-output comparison: |out - ref| <= atol + rtol * |ref|, NaN where the reference is not
-    NaN always fails. `ref` may be higher precision than `out`."""
+    NaN always fails. `ref` may be higher precision than `out`. Compared in chunks, so a 4 GiB
+    output needs no 32 GiB of float64 or int64 at once."""
     import torch
 
     if tuple(out.shape) != tuple(ref.shape):
         return CheckResult(False, message=f"{name}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}")
-    o = out.reshape(-1)
-    r = ref.reshape(-1)
-    if not o.is_floating_point() and not r.is_floating_point():
-        bad = o.to(torch.int64) != r.to(torch.int64)
-        err = (o.to(torch.int64) - r.to(torch.int64)).abs()
-        max_abs = float(err.max()) if err.numel() else 0.0
-        max_rel = max_abs
-    else:
-        o64, r64 = o.to(torch.float64), r.to(torch.float64)
-        err = (o64 - r64).abs()
-        bad = ~(err <= atol + rtol * r64.abs())          # NaN compares False -> bad
-        bad &= ~(torch.isnan(o64) & torch.isnan(r64))    # NaN expected and produced
-        finite = torch.isfinite(err)
-        max_abs = float(err[finite].max()) if bool(finite.any()) else 0.0
-        rel = err / r64.abs().clamp_min(atol if atol > 0 else 1e-30)
-        max_rel = float(rel[finite].max()) if bool(finite.any()) else 0.0
-    n_bad = int(bad.sum())
+    o, r = out.reshape(-1), ref.reshape(-1)
+    ints = not o.is_floating_point() and not r.is_floating_point()
+    n_bad, first, max_abs, max_rel = 0, -1, 0.0, 0.0
+    for lo in range(0, o.numel(), CHUNK):
+        oc, rc = o[lo:lo + CHUNK], r[lo:lo + CHUNK]
+        if ints:
+            bad = oc != rc if oc.dtype == rc.dtype else oc.to(torch.int64) != rc.to(torch.int64)
+            if bool(bad.any()):
+                err = (oc[bad].to(torch.int64) - rc[bad].to(torch.int64)).abs()
+                max_abs = max(max_abs, float(err.max()))
+            max_rel = max_abs
+        else:
+            o64, r64 = oc.to(torch.float64), rc.to(torch.float64)
+            err = (o64 - r64).abs()
+            bad = ~(err <= atol + rtol * r64.abs())          # NaN compares False -> bad
+            bad &= ~(torch.isnan(o64) & torch.isnan(r64))    # NaN expected and produced
+            finite = torch.isfinite(err)
+            if bool(finite.any()):
+                max_abs = max(max_abs, float(err[finite].max()))
+                rel = err / r64.abs().clamp_min(atol if atol > 0 else 1e-30)
+                max_rel = max(max_rel, float(rel[finite].max()))
+        nb = int(bad.sum())
+        if nb and first < 0:
+            first = lo + int(bad.nonzero()[0, 0])
+        n_bad += nb
     if n_bad == 0:
         return CheckResult(True, max_abs, max_rel)
-    first = int(bad.nonzero()[0, 0])
     msg = (f"{name}: {n_bad} of {o.numel()} elements wrong (rtol={rtol:g}, atol={atol:g}); "
            f"first at flat index {first}: got {o[first].item()!r}, expected {r[first].item()!r}")
     return CheckResult(False, max_abs, max_rel, n_bad, first, msg)
