@@ -24,7 +24,8 @@ def randn(shape, dtype: str, gen, offset: int = 0):
     t = alloc(shape, dtype, offset)
     if dtype in ("u8", "i32"):
         info = torch.iinfo(t.dtype)
-        t.copy_(torch.randint(info.min, info.max, t.shape, generator=gen, device=t.device, dtype=torch.int64).to(t.dtype))
+        # drawn in the tensor's own dtype: an int64 draw of a 4 GiB byte buffer would need 32 GiB
+        t.copy_(torch.randint(info.min, info.max, t.shape, generator=gen, device=t.device, dtype=t.dtype))
     else:
         t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32))
     return t
