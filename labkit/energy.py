@@ -2,13 +2,15 @@
 observer in labkit's terms. `Sampler.start()` before the loop, `stop(launches)` after it:
 
 * energy: the driver's total-energy counter (mJ since the driver loaded) read at both ends, so
-  energy per launch = delta / launches (the cold flushes between samples are part of the loop;
-  the rows say `energy_scope`);
+  energy per launch = delta / launches (`energy_source` 'counter'); on a GPU without that counter,
+  mean polled power x wall time ('power x time'). Everything in the loop counts: in cold mode that
+  includes the L2 flush between samples (`energy_scope` says what the loop held);
 * power, SM clock, temperature: polled every `period_s` by a thread during the loop (mean, min,
-  max), and whether a power/thermal slowdown was active in any poll (`throttled`).
+  max), and whether a power/thermal slowdown was active in any poll (`throttled`). A field the GPU
+  does not report is left out of that poll, not the whole poll.
 
-Without NVML (no driver, no pynvml, a counter the GPU does not have) `stop` returns
-{'nvml': 'unavailable: <why>'} and rows carry no energy columns: nothing is estimated.
+Without NVML (no pynvml, no driver, no handle for this GPU) `stop` returns {'nvml': 'unavailable:
+<why>'} and rows carry no energy columns: nothing is estimated.
 """
 from __future__ import annotations
 
@@ -16,71 +18,134 @@ import threading
 import time
 
 
-class Sampler:
-    def __init__(self, period_s: float = 0.01, device: int | None = None):
-        from .device import nvml, nvml_handle
+def unavailable(nv, handle) -> str:
+    """'' when NVML can be sampled, else 'unavailable: <why>' (what to install or check)."""
+    if nv is None:
+        try:
+            import pynvml  # noqa: F401
+        except ImportError:
+            return "unavailable: nvidia-ml-py (pynvml) is not installed (pip install nvidia-ml-py)"
+        return "unavailable: NVML did not initialise (no NVIDIA driver on this machine?)"
+    if handle is None:
+        return "unavailable: NVML has no handle for this process's GPU"
+    return ""
 
+
+class Sampler:
+    """NVML samples over one timed loop. `nv` / `handle` / `sync` default to the initialised pynvml
+    module, torch's current GPU and torch.cuda.synchronize (tests pass fakes)."""
+
+    def __init__(self, period_s: float = 0.01, device: int | None = None, nv=None, handle=None, sync=None):
+        if nv is None:
+            from .device import nvml, nvml_handle
+
+            nv = nvml()
+            handle = nvml_handle(device) if nv is not None else None
         self.period_s = period_s
-        self.nv, self.h = nvml(), nvml_handle(device)
-        self.why = "" if self.h is not None else "unavailable: NVML not found or no handle for this GPU"
+        self.nv, self.h = nv, handle
+        self.why = unavailable(nv, handle)
+        self._sync = sync
         self._polls: list = []
         self._stop = threading.Event()
         self._thread = None
         self._e0 = self._t0 = None
 
-    def _energy_mj(self):
+    @property
+    def available(self) -> bool:
+        return not self.why
+
+    def _read(self, fn, *args):
         try:
-            return self.nv.nvmlDeviceGetTotalEnergyConsumption(self.h)
-        except Exception:
+            return fn(self.h, *args)
+        except Exception:  # a counter this GPU or driver lacks (NVML_ERROR_NOT_SUPPORTED), a transient error
             return None
 
-    def _poll(self):
+    def _energy_mj(self):
+        get = getattr(self.nv, "nvmlDeviceGetTotalEnergyConsumption", None)
+        return self._read(get) if get else None
+
+    def poll(self):
+        """One sample: (power W, SM clock MHz | None, temperature C | None, throttled | None), or
+        None when power cannot be read."""
         from .device import throttled
 
-        nv, h = self.nv, self.h
+        nv = self.nv
+        mw = self._read(nv.nvmlDeviceGetPowerUsage)
+        if mw is None:
+            return None
+        clock = self._read(nv.nvmlDeviceGetClockInfo, nv.NVML_CLOCK_SM)
+        temp = self._read(nv.nvmlDeviceGetTemperature, nv.NVML_TEMPERATURE_GPU)
+        try:
+            thr = throttled(nv, self.h)
+        except Exception:
+            thr = None
+        return (mw / 1000.0, clock, temp, thr)
+
+    def _loop(self):
         while not self._stop.is_set():
-            try:
-                self._polls.append((nv.nvmlDeviceGetPowerUsage(h) / 1000.0, nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-                                    nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU), throttled(nv, h)))
-            except Exception:
-                pass
+            p = self.poll()
+            if p is not None:
+                self._polls.append(p)
             self._stop.wait(self.period_s)
 
     def start(self) -> "Sampler":
-        if self.h is None:
+        if not self.available:
             return self
+        self._polls, self._stop = [], threading.Event()
         self._e0, self._t0 = self._energy_mj(), time.perf_counter()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread = threading.Thread(target=self._loop, name="labkit-nvml", daemon=True)
         self._thread.start()
         return self
 
-    def stop(self, launches: int = 1) -> dict:
-        if self.h is None:
+    def stop(self, launches: int = 1, scope: str = "timed loop") -> dict:
+        """The row fields (see summarize) for the loop since start(), of `launches` launches."""
+        if not self.available:
             return {"nvml": self.why}
-        import torch
+        if self._thread is None:
+            return {"nvml": "unavailable: Sampler.stop() without start()"}
+        if self._sync is None:
+            import torch
 
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()  # the loop's launches are done before the counter is read
+        else:
+            self._sync()
         e1, t1 = self._energy_mj(), time.perf_counter()
         self._stop.set()
-        self._thread.join()
-        return summarize(self._polls, self._e0, e1, t1 - self._t0, launches)
+        self._thread.join(timeout=max(1.0, 10 * self.period_s))
+        self._thread = None
+        return summarize(self._polls, self._e0, e1, t1 - self._t0, launches, scope)
 
 
-def summarize(polls, e0_mj, e1_mj, wall_s: float, launches: int) -> dict:
-    """The row fields from polls (power W, SM MHz, temp C, throttled) and the energy counter."""
+def summarize(polls, e0_mj, e1_mj, wall_s: float, launches: int, scope: str = "timed loop") -> dict:
+    """The row fields from polls ((power W, SM MHz, temp C, throttled), None where not read) and the
+    energy counter at both ends (mJ, None where absent): nvml, polls, loop_s, power_w (mean),
+    power_max_w, sm_clock_min_mhz, sm_clock_mean_mhz, temp_max_c, throttled, energy_j,
+    energy_per_launch_j, energy_source, energy_scope."""
     out = {"nvml": "ok", "polls": len(polls), "loop_s": wall_s}
     if polls:
         p = [x[0] for x in polls]
-        c = [x[1] for x in polls]
-        out.update(power_w=sum(p) / len(p), power_max_w=max(p), sm_clock_min_mhz=min(c),
-                   sm_clock_mean_mhz=sum(c) / len(c), temp_max_c=max(x[2] for x in polls),
-                   throttled=any(x[3] for x in polls))
-    if e0_mj is not None and e1_mj is not None and e1_mj > e0_mj and launches > 0:
+        c = [x[1] for x in polls if x[1] is not None]
+        t = [x[2] for x in polls if x[2] is not None]
+        thr = [x[3] for x in polls if x[3] is not None]
+        out.update(power_w=sum(p) / len(p), power_max_w=max(p))
+        if c:
+            out.update(sm_clock_min_mhz=min(c), sm_clock_mean_mhz=sum(c) / len(c))
+        if t:
+            out["temp_max_c"] = max(t)
+        if thr:
+            out["throttled"] = any(thr)
+    if launches <= 0:
+        return out
+    if e0_mj is not None and e1_mj is not None and e1_mj > e0_mj:
         joules = (e1_mj - e0_mj) / 1000.0
-        out.update(energy_j=joules, energy_per_launch_j=joules / launches)
-        out.setdefault("power_w", joules / wall_s if wall_s > 0 else None)
-    elif "power_w" in out and launches > 0:
-        # no energy counter on this GPU: power x wall time, stated as such
+        out.update(energy_j=joules, energy_per_launch_j=joules / launches, energy_source="counter")
+        if wall_s > 0:
+            out["power_from_energy_w"] = joules / wall_s
+            out.setdefault("power_w", joules / wall_s)
+    elif "power_w" in out and wall_s > 0:
+        # no energy counter (or it did not tick): mean power x wall time, stated as such
         out.update(energy_j=out["power_w"] * wall_s, energy_per_launch_j=out["power_w"] * wall_s / launches,
                    energy_source="power x time")
+    if "energy_j" in out:
+        out["energy_scope"] = scope
     return out
