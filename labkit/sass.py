@@ -1,5 +1,7 @@
 """Machine code of the kernels: compile a kernel file to a cubin with nvcc (no GPU needed) and read
-its SASS with cuobjdump: registers per thread and the widths of global loads and stores."""
+its SASS with cuobjdump: registers per thread, the widths of global and shared loads and stores,
+instruction counts, the occupancy those resources allow with the launcher's block size
+(BLOCK_THREADS), and (labkit.sass_diff) two variants' SASS side by side."""
 from __future__ import annotations
 
 import functools
@@ -14,6 +16,12 @@ from .toolkit import tool
 _LDST = re.compile(r"\b(LDG|STG)\.E(?P<mods>(?:\.[A-Z0-9_]+)*)")
 _WIDTH = {"128": 128, "64": 64, "U16": 16, "S16": 16, "U8": 8, "S8": 8}
 _RES = re.compile(r"Function (\S+):\s*REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+# one SASS instruction: /*addr*/ [@pred] OPCODE.MODS operands ;
+_INSTR = re.compile(r"/\*(?P<addr>[0-9a-f]{4,})\*/\s+(?P<pred>@!?U?P[T0-9]+\s+)?(?P<op>[A-Z][A-Z0-9_.]*)\s*(?P<args>[^;]*);")
+# the memory instructions whose widths are counted (global, shared, cp.async global->shared)
+MEM_KINDS = ("LDG", "STG", "LDS", "STS", "LDGSTS")
+# every memory opcode (the diff aligns on them): the above, local (spills), generic, atomics, ldmatrix
+MEMORY = frozenset(MEM_KINDS + ("LDL", "STL", "LD", "ST", "RED", "ATOM", "ATOMG", "ATOMS", "LDSM"))
 
 
 def compile_cubin(source: Path, arch: str, out: Path) -> Path:
@@ -50,6 +58,137 @@ def mem_widths(instrs: list[str], kind: str) -> set[int]:
     return out
 
 
+def instructions(lines: list[str]) -> list[dict]:
+    """SASS lines (as cuobjdump prints them) -> [{addr, pred, opcode ('LDG.E.128.CONSTANT'), base
+    ('LDG'), args, text ('LDG.E.128.CONSTANT R8, desc[UR6][R8.64]'), mem: bool, bits}]; bits is the
+    access width of a counted memory instruction (MEM_KINDS), else None. Encoding-only lines are skipped."""
+    out = []
+    for line in lines:
+        m = _INSTR.search(line)
+        if not m:
+            continue
+        op = m.group("op")
+        base, _, mods = op.partition(".")
+        pred = (m.group("pred") or "").strip()
+        args = " ".join(m.group("args").split())
+        bits = None
+        if base in MEM_KINDS:
+            bits = next((_WIDTH[x] for x in mods.split(".") if x in _WIDTH), 32)
+        out.append({"addr": int(m.group("addr"), 16), "pred": pred, "opcode": op, "base": base, "args": args,
+                    "text": f"{pred + ' ' if pred else ''}{op} {args}".strip(), "mem": base in MEMORY, "bits": bits})
+    return out
+
+
+def counts(f: dict) -> dict:
+    """A kernel's (find_kernel's dict) numbers: instructions (NOP padding left out), registers,
+    shared / local bytes, and per counted memory kind {bits: instructions}, e.g. LDG {32: 8, 16: 2}."""
+    ins = [i for i in instructions(f["sass"]) if i["base"] != "NOP"]
+    out = {"instructions": len(ins), "registers": f.get("registers"), "shared": f.get("shared"),
+           "local": f.get("local"), "stack": f.get("stack")}
+    for kind in MEM_KINDS:
+        by: dict = {}
+        for i in ins:
+            if i["base"] == kind:
+                by[i["bits"]] = by.get(i["bits"], 0) + 1
+        out[kind] = dict(sorted(by.items()))
+    return out
+
+
+def width_summary(by_bits: dict) -> str:
+    """{32: 8, 16: 2} -> '8 x 32-bit, 2 x 16-bit' (widest first); 'none' when empty."""
+    return ", ".join(f"{n} x {b}-bit" for b, n in sorted(by_bits.items(), reverse=True)) or "none"
+
+
+# Per-SM limits by compute capability (CUDA C++ Programming Guide, "Technical Specifications per
+# Compute Capability"): registers, resident threads, resident blocks, shared memory (bytes).
+SM_LIMITS = {
+    "80": {"registers": 65536, "threads": 2048, "blocks": 32, "shared": 164 << 10},
+    "86": {"registers": 65536, "threads": 1536, "blocks": 16, "shared": 100 << 10},
+    "89": {"registers": 65536, "threads": 1536, "blocks": 24, "shared": 100 << 10},
+    "90": {"registers": 65536, "threads": 2048, "blocks": 32, "shared": 228 << 10},
+}
+REG_UNIT = 256          # registers are allocated per warp, in units of 256
+SMEM_UNIT = 128         # shared memory is allocated per block in units of 128 bytes ...
+SMEM_RESERVED = 1024    # ... plus 1 KiB the system keeps per block (sm_80 and later)
+
+
+def occupancy(registers: int, shared_bytes: int, threads: int, arch: str = "90") -> dict:
+    """Resident blocks per SM for a kernel using `registers` per thread and `shared_bytes` (static +
+    dynamic) per block, launched with `threads` per block: each limit (threads, blocks, registers,
+    shared memory) as blocks per SM, the smallest (`limiter`), warps per SM and % of the maximum.
+    The register limit is per SM sub-partition (4 per SM), as CUDA's occupancy calculator counts it."""
+    arch = str(arch)
+    if arch not in SM_LIMITS:
+        raise ValueError(f"no occupancy limits for sm_{arch}; known: {', '.join('sm_' + a for a in SM_LIMITS)}")
+    if threads < 1 or threads > 1024:
+        raise ValueError(f"threads per block must be in [1, 1024], got {threads}")
+    lim = SM_LIMITS[arch]
+    warps = -(-threads // 32)
+    per_warp = -(-(registers or 0) * 32 // REG_UNIT) * REG_UNIT
+    smem = -(-(shared_bytes or 0) // SMEM_UNIT) * SMEM_UNIT + SMEM_RESERVED
+    by = {"threads": lim["threads"] // (warps * 32), "blocks": lim["blocks"],
+          "registers": (4 * (lim["registers"] // 4 // per_warp)) // warps if per_warp else lim["blocks"],
+          "shared memory": lim["shared"] // smem}
+    blocks = min(by.values())
+    limiter = next(k for k, v in by.items() if v == blocks)  # ties: the first named (threads before registers)
+    max_warps = lim["threads"] // 32
+    return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps, "max_warps_per_sm": max_warps,
+            "occupancy_pct": 100 * blocks * warps / max_warps, "limiter": limiter, "by": by, "arch": arch,
+            "threads": threads, "registers": registers, "shared_bytes": shared_bytes or 0}
+
+
+# Threads per block of each op's launcher, with the text in kernels/<file> that sets it:
+# tests/test_sass_cpu.py checks every snippet is still in its file, so this table cannot drift from
+# the launchers silently. An op's 'block' tuning axis overrides it (add: BLOCK = the axis); when
+# ncu ran, its Block Size column is used instead. "rows": the row plan (lk_plan_row) picks the block
+# per row length at run time; "embedding": min(256, the row's packs rounded up to a warp).
+BLOCK_THREADS = {
+    "add": ("axis", "add.cu", "const int threads = BLOCK;"),
+    "copy": (256, "copy.cu", "const int threads = 256;"),
+    "copy_gs": (128, "copy_gs.cu", "const int threads = 128;"),
+    "dot": (256, "dot.cu", "constexpr int kThreads = 256;"),
+    "reduce_sum": (256, "reduce.cu", "constexpr int kThreads = 256;"),
+    "relu": (256, "activation.cu", "const int threads = 256;"),
+    "sigmoid": (256, "activation.cu", "const int threads = 256;"),
+    "histogram": ({"i32": 256, "i32x4": 256, "i32x4_smem": 1024}, "histogram.cu",
+                  ("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;")),
+    "sgemv": (256, "sgemv.cu", "constexpr int SGEMV_THREADS = 256;"),
+    "sgemm": ({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256}, "sgemm.cu",
+              ("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;")),
+    "softmax": (256, "softmax.cu", "constexpr int SM_THREADS = 256;"),
+    "embedding": ("embedding", "embedding.cu", "work >= 256 ? 256"),
+    "softmax_rows": ("rows", "labkit.cuh", "lk_plan_row"),
+    "layer_norm": ("rows", "labkit.cuh", "lk_plan_row"),
+    "rms_norm": ("rows", "labkit.cuh", "lk_plan_row"),
+}
+
+
+def block_threads(o, v, shape, axes=()) -> tuple:
+    """(threads per block, where that number comes from) for variant `v` of op `o` at `shape`;
+    (None, why) where the launcher picks it at run time (the row plan)."""
+    if v.is_inline:  # the launcher template rendered with the inline variant's block
+        m = re.search(r"<<<[^,]+,\s*(\d+)\s*,", v.source.read_text())
+        return (int(m.group(1)), "the inline launcher") if m else (None, "not found in the inline launcher")
+    ax = dict(axes)
+    if "block" in o.axes:
+        b = ax.get("block", o.axes["block"][0])
+        return b, f"tuning axis block={b}" + ("" if "block" in ax else " (default)")
+    entry = BLOCK_THREADS.get(o.name)
+    if entry is None:
+        return None, f"{o.name} is not in labkit.sass.BLOCK_THREADS"
+    val, file, snippets = entry
+    where = f"kernels/{file}: " + ", ".join(f"`{x}`" for x in ([snippets] if isinstance(snippets, str) else snippets))
+    if isinstance(val, dict):
+        val = val.get(v.name)
+    if val == "embedding":  # one block per row: threads for one pass over the row's packs, 32..256
+        emb = shape[-1]
+        work = emb // v.width if emb % v.width == 0 else emb
+        return (256 if work >= 256 else -(-work // 32) * 32), f"{where} (EmbSize {emb})"
+    if val == "rows":
+        return None, "picked per row length at run time by the row plan (lk_plan_row, kernels/labkit.cuh)"
+    return val, where
+
+
 def functions(cubin: Path) -> dict[str, dict]:
     """Demangled kernel name -> {'sass': [lines], 'registers', 'stack', 'shared', 'local'}."""
     return _functions(str(cubin), Path(cubin).stat().st_mtime)
@@ -77,10 +216,20 @@ def _functions(cubin: str, mtime: float) -> dict[str, dict]:
     return out
 
 
+_CAST = re.compile(r"\((?:unsigned |signed )?(int|long|long long|short|char|bool)\)(-?\d+)[uUlL]*")
+
+
+def canonical(name: str) -> str:
+    """A demangled name with plain template values: the toolkit's cu++filt writes them with casts
+    ('add_kernel<__half, (int)8, (int)4>', '(bool)1'), binutils' c++filt and Variant.kernel do not."""
+    return _CAST.sub(lambda m: ("false" if m.group(2) == "0" else "true") if m.group(1) == "bool" else m.group(2), name)
+
+
 def find_kernel(funcs: dict, kernel: str) -> dict:
     """The function whose demangled name is `kernel<...>(...)` (return type and args ignored)."""
+    kernel = canonical(kernel)
     for name, f in funcs.items():
-        base = re.sub(r"^void ", "", name)
+        base = canonical(re.sub(r"^void ", "", name))
         if base.startswith(kernel + "(") or base == kernel or base.startswith(kernel + " ("):
             return f
     raise KeyError(f"kernel {kernel!r} not found; kernels: {list(funcs)}")
@@ -137,3 +286,37 @@ def report(op_name: str, arch: str = "90"):
                      "registers": f["registers"], "ldg_bits": max(ld, default=0), "stg_bits": max(st, default=0),
                      "ldg_count": sum(line.count("LDG") for line in f["sass"]), "local_bytes": f["local"]})
     return pd.DataFrame(rows)
+
+
+def variant_kernel(op, v, arch: str = "90") -> dict:
+    """The variant's kernel in its cubin (find_kernel's dict). Raises ConfigError for the torch
+    baseline (no kernel of labkit's) and for a variant with no kernel name."""
+    from .errors import ConfigError
+
+    if v.is_torch:
+        raise ConfigError(f"{op.name} torch is torch's own kernel: labkit has no SASS of it; pick a labkit variant")
+    if not v.kernel:
+        raise ConfigError(f"{op.name} {v.name} names no kernel (Variant.kernel), so its SASS cannot be found")
+    return find_kernel(functions(variant_cubin(op, v, arch)), v.kernel)
+
+
+# The machine-code diff lives in sass_diff.py (this file stays the reader); these are its faces.
+def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict:
+    """Two variants' SASS aligned (memory instructions first): see labkit.sass_diff.diff."""
+    from .sass_diff import diff as _diff
+
+    return _diff(op, a, b, arch, dtype)
+
+
+def diff_text(op, a: str, b: str, arch: str = "90", dtype: str | None = None, width: int = 56) -> str:
+    """`labkit sass OP --diff A B`: counts side by side, then the aligned listing."""
+    from .sass_diff import diff_text as _text
+
+    return _text(op, a, b, arch, dtype, width)
+
+
+def diff_html(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> str:
+    """The diff as an HTML table (explorer, notebooks)."""
+    from .sass_diff import diff_html as _html
+
+    return _html(op, a, b, arch, dtype)
