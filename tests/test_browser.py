@@ -1,9 +1,13 @@
 """A real browser: JupyterLab (started here) + Debian Chromium driven by Python playwright.
 
-Opens lab 01 in recorded mode (fixture results, no GPU), runs all cells, moves the vector-width
-slider and changes the dtype, and checks that the explorer's plot data and title changed.
-Run: pytest -m browser tests/test_browser.py   (screenshots of failures go to the tmp dir printed)
+Opens lab 01 in recorded mode on the repo's own results/ (no GPU: CUDA_VISIBLE_DEVICES=""), runs
+all cells, and drives the explorer: the vector-width slider and the dtype change the plot; 'hot',
+then an op recorded only cold, still shows data; a shape typed into the custom box is shown. It
+saves the README's screenshot of the panel to labs/explorer.png (every recorded GPU side by side:
+one column per results/<gpu>/ folder). Run: pytest tests/test_browser.py (failures leave a
+screenshot and the server log in the tmp dir printed).
 """
+import contextlib
 import json
 import os
 import shutil
@@ -17,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from test_recorded import make_results
-
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(os.environ.get("LABKIT_BROWSER_RESULTS", ROOT / "results"))
+SCREENSHOT = ROOT / "labs" / "explorer.png"
 CHROMIUM = os.environ.get("LABKIT_CHROMIUM", "/usr/bin/chromium")
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -33,18 +37,16 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def lab_server(tmp_path_factory):
-    """JupyterLab on a free port, serving a copy of labs/ with fixture results; stopped by PID."""
+    """JupyterLab on a free port, serving a copy of labs/ (recorded mode on RESULTS); stopped by PID."""
     tmp = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "labs", tmp / "labs")
-    real = os.environ.get("LABKIT_BROWSER_RESULTS")  # e.g. results/, to take the README screenshot
-    shutil.copytree(real, tmp / "results") if real else make_results(tmp / "results")
     settings = tmp / "settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
                                                                          "checkForUpdates": False}))
     token, port = uuid.uuid4().hex, _free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               LABKIT_RESULTS=str(tmp / "results"), CUDA_VISIBLE_DEVICES="",
+               LABKIT_RESULTS=str(RESULTS), CUDA_VISIBLE_DEVICES="",
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
     log = open(tmp / "jupyterlab.log", "w")
     proc = subprocess.Popen(
@@ -83,13 +85,27 @@ def page(lab_server):
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
             "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync", "--no-first-run"])
-        pg = browser.new_page(viewport={"width": 1500, "height": 1100})
+        pg = browser.new_page(viewport={"width": 1500, "height": 2000})
         pg.set_default_timeout(30_000)
         try:
             yield pg
         finally:
             browser.close()
             _delete_sessions(lab_server)
+
+
+@contextlib.contextmanager
+def failure_screenshot(pg, server):
+    try:
+        yield
+    except BaseException:
+        shot = server["tmp"] / f"failure-{int(time.time())}.png"
+        try:
+            pg.screenshot(path=str(shot), full_page=True)
+        except Exception:
+            pass
+        print(f"screenshot: {shot}; server log: {server['tmp'] / 'jupyterlab.log'}")
+        raise
 
 
 def _delete_sessions(server):
@@ -118,61 +134,98 @@ ALL_RAN = """() => {
   const k = w.sessionContext.session.kernel;
   return k.status === 'idle';
 }"""
+# the explorer's main figure (the first plotly plot of the notebook): its first trace and title
 PLOT = """() => {
   const gd = document.querySelector('.jp-Notebook .js-plotly-plot');
   if (!gd || !gd.data || !gd.data.length) return null;
-  return {y: Array.from(gd.data[0].y || []), name: gd.data[0].name,
-          title: (gd.layout.title && gd.layout.title.text) || ''};
+  return {y: Array.from(gd.data[0].y || []).map(v => (v === null ? NaN : v)), name: gd.data[0].name,
+          title: (gd.layout.title && gd.layout.title.text) || '',
+          columns: (gd.layout.annotations || []).map(a => a.text)};
 }"""
 
 
-def _wait_plot_change(pg, before, timeout_s=15):
-    deadline = time.time() + timeout_s
+def open_lab01(pg, s):
+    pg.goto(f"{s['base']}/lab/tree/labs/01_vectorized_add.ipynb?token={s['token']}&reset")
+    pg.wait_for_function("() => window.jupyterapp !== undefined")
+    pg.evaluate("() => window.jupyterapp.started")
+    pg.wait_for_function(KERNEL_IDLE, timeout=60_000)
+    pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    pg.wait_for_function(ALL_RAN, timeout=150_000, polling=250)
+    pg.wait_for_function(f"() => ({PLOT})() !== null")
+    return pg.evaluate(PLOT)
+
+
+def wait_plot(pg, ok, what, timeout_s=15):
+    """The plot once `ok(plot)` holds; AssertionError naming `what` otherwise."""
+    deadline, now = time.time() + timeout_s, None
     while time.time() < deadline:
         now = pg.evaluate(PLOT)
-        if now and now["title"] != before["title"]:
+        if now and ok(now):
             return now
         time.sleep(0.1)
-    raise AssertionError(f"plot did not change within {timeout_s} s (title still {before['title']!r})")
+    raise AssertionError(f"{what}: not seen within {timeout_s} s (plot: {now and now['title']!r}, y={now and now['y']})")
 
 
-@pytest.mark.timeout(120)
+def has_data(p) -> bool:
+    return any(v == v for v in p["y"])  # a finite point (NaN != NaN)
+
+
+def control(pg, kind: str, label: str):
+    return pg.locator(f".widget-{kind}:has(label:text-is('{label}'))").first
+
+
+@pytest.mark.timeout(240)
 def test_lab01_explorer_controls_update_the_plot(page, lab_server):
-    pg, s = page, lab_server
-    try:
-        pg.goto(f"{s['base']}/lab/tree/labs/01_vectorized_add.ipynb?token={s['token']}&reset")
-        pg.wait_for_function("() => window.jupyterapp !== undefined")
-        pg.evaluate("() => window.jupyterapp.started")
-        pg.wait_for_function(KERNEL_IDLE, timeout=60_000)
-        pg.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-        pg.wait_for_function(ALL_RAN, timeout=90_000, polling=250)
-        pg.wait_for_function(f"() => ({PLOT})() !== null")
-        p0 = pg.evaluate(PLOT)
+    pg = page
+    with failure_screenshot(pg, lab_server):
+        p0 = open_lab01(pg, lab_server)
         assert p0["name"] == "f16x8_pack" and "add f16: f16x8_pack" in p0["title"] and "recorded" in p0["title"]
-        assert "Recorded data" in pg.inner_text(".lk-recorded")
+        assert has_data(p0) and "Recorded data" in pg.inner_text(".lk-recorded")
 
         # vector width: 8 -> 2 (keyboard on the slider handle)
-        handle = pg.locator(".widget-slider:has(label.widget-label:text-is('vector width')) .noUi-handle").first
         slider = pg.locator(".widget-slider:has(label.widget-label:text-is('vector width'))").first
         assert slider.locator(".widget-readout").inner_text().strip() == "8"
-        handle.focus()
+        slider.locator(".noUi-handle").first.focus()
         pg.keyboard.press("ArrowLeft")
-        p1 = _wait_plot_change(pg, p0)
+        p1 = wait_plot(pg, lambda p: p["title"] != p0["title"], "width 8 -> 2")
         assert p1["name"] == "f16x2" and "f16x2" in p1["title"] and p1["y"] != p0["y"]
         assert slider.locator(".widget-readout").inner_text().strip() == "2"
 
         # dtype: f16 -> bf16
-        pg.locator(".widget-dropdown:has(label:text-is('dtype')) select").first.select_option("bf16")
-        p2 = _wait_plot_change(pg, p1)
-        assert p2["title"].startswith("add bf16: bf16x2") and p2["y"] != p1["y"]
-        if os.environ.get("LABKIT_SCREENSHOT"):
-            pg.locator(".jp-Notebook .js-plotly-plot").first.scroll_into_view_if_needed()
-            pg.screenshot(path=os.environ["LABKIT_SCREENSHOT"], full_page=False)
-    except Exception:
-        shot = s["tmp"] / f"failure-{int(time.time())}.png"
-        try:
-            pg.screenshot(path=str(shot), full_page=True)
-        except Exception:
-            pass
-        print(f"screenshot: {shot}; server log: {s['tmp'] / 'jupyterlab.log'}")
-        raise
+        control(pg, "dropdown", "dtype").locator("select").select_option("bf16")
+        p2 = wait_plot(pg, lambda p: p["title"] != p1["title"], "dtype f16 -> bf16")
+        assert p2["title"].startswith("add bf16: bf16x2") and p2["y"] != p1["y"] and has_data(p2)
+
+
+@pytest.mark.timeout(240)
+def test_lab01_recorded_hot_op_switch_custom_shapes_and_readme_screenshot(page, lab_server):
+    from labkit import recorded
+
+    pg = page
+    with failure_screenshot(pg, lab_server):
+        p0 = open_lab01(pg, lab_server)
+        gpus = sorted(set(recorded.load(RESULTS)["gpu"]))
+        assert p0["columns"][:len(gpus)] == (gpus if len(gpus) > 1 else [])   # one column per recorded GPU
+        panel = pg.locator(".jp-OutputArea-output:has(.js-plotly-plot)").first
+        panel.scroll_into_view_if_needed()
+        pg.wait_for_timeout(500)  # plotly's transitions settle
+        panel.screenshot(path=str(SCREENSHOT))
+
+        # 'hot', then copy (recorded cold only): the panel falls back to cold and says so
+        pg.locator(".widget-toggle-buttons:has(label:text-is('cache')) button:text-is('hot')").first.click()
+        p1 = wait_plot(pg, lambda p: "hot cache" in p["title"], "cache mode hot")
+        assert has_data(p1)
+        control(pg, "dropdown", "op").locator("select").select_option("copy")
+        p2 = wait_plot(pg, lambda p: p["title"].startswith("copy u8"), "op add -> copy")
+        assert has_data(p2), f"no data after switching op with 'hot' selected: {p2}"
+        assert "no hot-cache rows recorded" in pg.inner_text(".lk-message") or "hot cache" in p2["title"]
+
+        # a typed shape list is shown as typed: the dropdown follows to 'custom'
+        copy = recorded.load(RESULTS, op="copy")
+        shapes = sorted(set(copy["shape"]), key=lambda s: int(copy.loc[copy["shape"] == s, "bytes"].iloc[0]))[1:4:2]
+        box = control(pg, "text", "custom").locator("input")
+        box.fill(", ".join(shapes))
+        box.press("Enter")
+        p3 = wait_plot(pg, lambda p: len(p["y"]) == len(shapes), f"custom shapes {shapes}")
+        assert has_data(p3) and all(v == v for v in p3["y"])
+        assert control(pg, "dropdown", "shapes").locator("select").input_value() == "custom"
