@@ -121,9 +121,12 @@ def _live(o, v, axes, shape, variant_s):
 
     shape_s = o.format_shape(o.parse_shape(shape) if shape is not None else
                              max(o.default_shapes, key=lambda s: o.bytes_moved(s, v.dtype)))
-    cfgs = plan(o, [v], v.dtype, [shape_s], ("cold", "hot"), axes={k: [x] for k, x in axes} or None)
+    cfgs = plan(o, [v], v.dtype, [shape_s], ("cold", "hot"), axes={k: [x] for k, x in axes} or None,
+                baseline=not v.is_torch)
     recs = run(cfgs, ResultLog(), title=f"why {o.name}", progress=False, workers=False, kernel_time=True, energy=True)
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}
+    if not rows:
+        raise LabkitError(f"the run returned no row for {o.name} {variant_s} {shape_s}")
     return rows, device_facts(), shape_s, properties()["arch"]
 
 
@@ -275,15 +278,19 @@ def _ncu(o, v, variant_s, shape_s, run_it: bool, dev: dict, notes: list) -> dict
         dims = [int(x) for x in re.findall(r"\d+", r["block"])]
         block = math.prod(dims) if dims else None
     return {"bytes_ncu": float(r["dram_bytes"]), "ncu_source": f"{where}: {r.get('kernel')}", "ncu_block": block,
-            "ncu_command": cmd}
+            "ncu_kernel": r.get("kernel"), "ncu_command": cmd}
 
 
 def _occupancy(o, v, shape_s, axes, f: dict, notes: list) -> dict:
-    from .sass import block_threads, occupancy
+    from .sass import block_threads, canonical, occupancy
 
     threads, source = block_threads(o, v, o.parse_shape(shape_s), axes)
-    if f.get("ncu_block"):
+    same = f.get("kernel") and f.get("ncu_kernel") and canonical(f["ncu_kernel"]) == canonical(f["kernel"])
+    if f.get("ncu_block") and same:
         threads, source = f["ncu_block"], "ncu's Block Size"
+    elif f.get("ncu_kernel") and f.get("kernel") and not same:
+        notes.append(f"at this shape the launcher ran {f['ncu_kernel']} (ncu), not {f['kernel']}: the SASS and "
+                     "occupancy shown are the latter's")
     out = {"block_threads": threads, "block_source": source}
     if o.shape_kernels and f.get("kernel"):
         notes.append(f"the launcher runs {', '.join(o.shape_kernels)} instead of {f['kernel']} for some shapes "

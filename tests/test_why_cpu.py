@@ -283,3 +283,27 @@ def test_card_live_wiring(results, monkeypatch):
     assert f["block_threads"] == 512 and "block=512" in f["block_source"]
     assert any(n.startswith("ncu: ncu not found") for n in f["notes"])
     assert isinstance(c, Card)
+
+
+@pytest.mark.parametrize("kernel,block", [("add_kernel<__half, 8, 16>", 512), ("other_kernel<1>", 256)])
+def test_card_live_ncu_bytes_and_block(results, monkeypatch, kernel, block):
+    import pandas as pd
+
+    import labkit.ceilings
+    import labkit.device
+    import labkit.nsight
+    import labkit.session
+    import labkit.why
+
+    monkeypatch.setattr(labkit.why, "_has_gpu", lambda: True)
+    monkeypatch.setattr(labkit.session, "run", lambda configs, log, **kw: [
+        {**_row(c.mode, 30.0, 25.0), "shape": "4096x4096", "bytes": 100663296, "variant": c.variant_s} for c in configs])
+    monkeypatch.setattr(labkit.ceilings, "device_facts", lambda: dict(FACTS))
+    monkeypatch.setattr(labkit.device, "properties", lambda: {"arch": "90"})
+    monkeypatch.setattr(labkit.nsight, "ncu_metrics", lambda *a, **k: pd.DataFrame(
+        [{"kernel": kernel, "block": "(512, 1, 1)", "dram_bytes": 84780032.0}]))
+    f = why("add", "f16x8_pack", "4096x4096").facts
+    assert f["bytes_ncu"] == 84780032.0 and f["ncu_source"] == f"ncu, now: {kernel}"
+    assert f["block_threads"] == block  # ncu's block only when ncu profiled the kernel whose SASS is shown
+    assert any("the launcher ran other_kernel<1>" in n for n in f["notes"]) == (block == 256)
+    assert "ncu_fewer_bytes" in [h["rule"] for h in f["hints"]]
