@@ -34,8 +34,8 @@ needs_tools = pytest.mark.skipif(not _tools(), reason="needs nvcc and cuobjdump 
 
 
 # ---- roofline ------------------------------------------------------------------------------------
-def test_roofline_imports_no_torch():
-    code = "import sys, labkit.roofline, labkit.hints; assert 'torch' not in sys.modules"
+def test_modules_import_no_torch():
+    code = "import sys, labkit.roofline, labkit.hints, labkit.why, labkit.sass_diff; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
