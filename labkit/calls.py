@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from struct import pack_into as _pack_into
 
 from .errors import ConfigError
 
@@ -73,32 +74,42 @@ def _variant(o, name: str, inputs):
 
 class _Prepared:
     """What a repeated call with one signature needs: the launcher, the outputs' shapes and dtypes,
-    and the packed arguments with every field but the data pointers filled in."""
+    and the packed arguments with every field but the data pointers filled in. Everything a call
+    looks up is bound here once (host cost: no imports, no attribute chains per call)."""
 
-    __slots__ = ("fn", "template", "outs", "n_call", "dev", "stream")
+    __slots__ = ("fn", "template", "outs", "n_call", "device", "dev", "offsets", "stream", "empty")
 
-    def __init__(self, fn, args, outputs, n_call, dev):
+    def __init__(self, fn, args, outputs, n_call, device, n_tensors):
         import torch
 
-        self.fn, self.template, self.n_call, self.dev = fn, bytes(args), n_call, dev
+        from .launch import LkArgs, LkTensor
+
+        self.fn, self.template, self.n_call, self.device, self.dev = fn, bytes(args), n_call, device, device.index
         self.outs = [(tuple(t.shape), t.dtype) for t in outputs]
-        self.stream = torch._C._cuda_getCurrentRawStream
+        # byte offset of each tensor's data pointer in lk_args: the only fields a repeat changes
+        self.offsets = [LkArgs.t.offset + k * ctypes.sizeof(LkTensor) + LkTensor.data.offset for k in range(n_tensors)]
+        self.stream, self.empty = torch._C._cuda_getCurrentRawStream, torch.empty
 
     def __call__(self, inputs):
-        import torch
-
-        from .launch import LkArgs, error_string
-
-        outputs = [torch.empty(s, dtype=d, device=inputs[0].device) for s, d in self.outs]
-        args = LkArgs.from_buffer_copy(self.template)
-        for k, t in enumerate((*inputs, *outputs)):
-            args.t[k].data = t.data_ptr()
+        outputs = [self.empty(s, dtype=d, device=self.device) for s, d in self.outs]
+        args = _new_args(self.template)
+        for off, t in zip(self.offsets, (*inputs, *outputs)):
+            _pack_into("Q", args, off, t.data_ptr())
         rc = self.fn(ctypes.byref(args), self.stream(self.dev))
         if rc < 0:
             from .errors import LaunchError
+            from .launch import error_string
 
             raise LaunchError(f"kernel launch failed: {error_string(-rc)}", code=-rc)
         return outputs[:self.n_call]
+
+
+def _new_args(template: bytes):
+    global _new_args
+    from .launch import LkArgs
+
+    _new_args = LkArgs.from_buffer_copy  # bound on first use (labkit.launch imports nothing heavy)
+    return _new_args(template)
 
 
 _prepared: dict = {}
@@ -132,12 +143,16 @@ def _check_call(o, v, inputs, params, check: bool):
     return shape
 
 
+def _synchronize():
+    import torch
+
+    torch.cuda.current_stream().synchronize()
+
+
 def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False, **params):
     """Run `variant` of `op` on `inputs`; returns the output tensor (or a tuple of them).
     `params` are the op's call parameters (e.g. bins= for histogram); `check=True` also runs the
     op's value checks that need a host sync (index / value ranges)."""
-    import torch
-
     try:  # one hash of the signature; anything unhashable (or not a tensor) takes the checked path
         key = (op, variant, tuple((t.dtype, t.shape, t.stride(), t.device) for t in inputs), tuple(params.items()))
         p = _prepared.get(key)
@@ -146,8 +161,10 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
     if p is not None and not check:  # the same signature as an earlier call: its checks hold, only the pointers change
         outs = p(inputs)
         if sync:
-            torch.cuda.current_stream().synchronize()
+            _synchronize()
         return outs[0] if len(outs) == 1 else tuple(outs)
+    import torch
+
     if not inputs:
         raise ConfigError(f"{op}: pass the input tensors, e.g. labkit.call({op!r}, {variant!r}, x, ...)")
     from .registry import get_op
@@ -168,8 +185,9 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
         launch = _launcher(o, v).prepare([*inputs, *outputs], ints, floats)
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
-            _prepared[key] = _Prepared(launch._fn, launch.args, outputs, o.outputs_of_call, inputs[0].device.index)
+            _prepared[key] = _Prepared(launch._fn, launch.args, outputs, o.outputs_of_call, inputs[0].device,
+                                       len(inputs) + len(outputs))
     if sync:
-        torch.cuda.current_stream().synchronize()
+        _synchronize()
     outs = outputs[:o.outputs_of_call]
     return outs[0] if len(outs) == 1 else tuple(outs)
