@@ -35,74 +35,21 @@ def stages(budget: float) -> list:
         ("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 60),
         ("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 90),
         ("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
-        ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "1",
-                              "--out", "{res}/kernel-time-cost.json"], 50),
+        ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
+                      "--budget-s", "{cap:120}"], 60),
+        ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
+                       "--budget-s", "{cap:80}"], 45),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
         *[(z, [*cli, "sweep", z, "--in-process", "--budget", b], 15) for z in ZOO],
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
-        ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
-                      "--budget-s", "{left}"], 60),
-        ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
-                       "--budget-s", "{left}"], 45),
+        ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "1",
+                              "--out", "{res}/kernel-time-cost.json"], 50),
         ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--skip-labs",
                               "--out", "{res}/explorer-latency.json"], 40),
+        ("nsight-summary", [*cli, "profile", "add", "-v", "f16x8,f16x8_pack,torch", "-d", "f16", "-s", "4096x4096",
+                            "1024x1024", "--mode", "cold", "hot", "--save", "{res}/nsight"], 60),
+        ("dask", [*cli, "sweep", "softmax", "--cluster", "local-cuda", "-o", "{res}/dask-softmax.jsonl",
+                  "--budget", b], 60),
     ]
-
-
-def pack(path: Path, res: Path, logs: Path) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tarfile.open(tmp, "w:gz") as t:
-        t.add(res, arcname=f"results/{res.name}")
-        t.add(logs, arcname="logs")
-    tmp.replace(path)
-
-
-def main(argv=None) -> dict:
-    from labkit.device import properties, provenance
-    from labkit.paths import results_dir
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--deadline", type=float, default=540, help="seconds for everything (default 540)")
-    ap.add_argument("--budget", type=float, default=0.25, help="sampling seconds per configuration in sweeps")
-    ap.add_argument("--logs", required=True)
-    ap.add_argument("--pack", help="a .tgz of results/<gpu>/ and the logs, rewritten after every stage")
-    ap.add_argument("--skip", nargs="*", default=[])
-    ap.add_argument("--only", nargs="*", default=None)
-    a = ap.parse_args(argv)
-    t_end = time.monotonic() + a.deadline
-    logs = Path(a.logs)
-    logs.mkdir(parents=True, exist_ok=True)
-    res = results_dir() / properties()["slug"]
-    res.mkdir(parents=True, exist_ok=True)
-    done = {"stages": [], **provenance()}
-    for name, cmd, need in stages(a.budget):
-        if name in a.skip or (a.only is not None and name not in a.only):
-            continue
-        left = t_end - time.monotonic()
-        if left < need:
-            done["stages"].append({"stage": name, "status": f"skipped: {left:.0f} s left, needs {need} s"})
-            continue
-        argv_ = [x.format(res=res, logs=logs, left=f"{left - 10:.0f}") for x in cmd]
-        t0 = time.monotonic()
-        with open(logs / f"{name}.log", "w") as log:
-            try:
-                rc = subprocess.run(argv_, stdout=log, stderr=subprocess.STDOUT, timeout=left - 5).returncode
-            except subprocess.TimeoutExpired:
-                rc = "timeout"
-        took = time.monotonic() - t0
-        done["stages"].append({"stage": name, "status": "ok" if rc == 0 else f"exit {rc}", "seconds": round(took, 1)})
-        print(f"[{a.deadline - (t_end - time.monotonic()):5.0f} s] {name}: {'ok' if rc == 0 else f'exit {rc}'} "
-              f"({took:.0f} s)", flush=True)
-        (logs / "record.json").write_text(json.dumps(done, indent=1, default=str))
-        if a.pack:
-            pack(Path(a.pack), res, logs)
-    (logs / "record.json").write_text(json.dumps(done, indent=1, default=str))
-    if a.pack:
-        pack(Path(a.pack), res, logs)
-    return done
-
-
-if __name__ == "__main__":
-    main()
