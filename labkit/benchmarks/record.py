@@ -53,3 +53,67 @@ def stages(budget: float) -> list:
         ("dask", [*cli, "sweep", "softmax", "--cluster", "local-cuda", "-o", "{res}/dask-softmax.jsonl",
                   "--budget", b], 60),
     ]
+
+
+def _fill(arg: str, res, logs, left: float) -> str:
+    """{res}, {logs}; {cap:N}: N seconds or what is left, whichever is less."""
+    if arg.startswith("{cap:"):
+        return f"{min(float(arg[5:-1]), left - 10):.0f}"
+    return arg.format(res=res, logs=logs)
+
+
+def pack(path: Path, res: Path, logs: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    with tarfile.open(tmp, "w:gz") as t:
+        t.add(res, arcname=f"results/{res.name}")
+        t.add(logs, arcname="logs")
+    tmp.replace(path)
+
+
+def main(argv=None) -> dict:
+    from labkit.device import properties, provenance
+    from labkit.paths import results_dir
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--deadline", type=float, default=540, help="seconds for everything (default 540)")
+    ap.add_argument("--budget", type=float, default=0.25, help="sampling seconds per configuration in sweeps")
+    ap.add_argument("--logs", required=True)
+    ap.add_argument("--pack", help="a .tgz of results/<gpu>/ and the logs, rewritten after every stage")
+    ap.add_argument("--skip", nargs="*", default=[])
+    ap.add_argument("--only", nargs="*", default=None)
+    a = ap.parse_args(argv)
+    t_end = time.monotonic() + a.deadline
+    logs = Path(a.logs)
+    logs.mkdir(parents=True, exist_ok=True)
+    res = results_dir() / properties()["slug"]
+    res.mkdir(parents=True, exist_ok=True)
+    done = {"stages": [], **provenance()}
+    for name, cmd, need in stages(a.budget):
+        if name in a.skip or (a.only is not None and name not in a.only):
+            continue
+        left = t_end - time.monotonic()
+        if left < need:
+            done["stages"].append({"stage": name, "status": f"skipped: {left:.0f} s left, needs {need} s"})
+            continue
+        argv_ = [_fill(x, res, logs, left) for x in cmd]
+        t0 = time.monotonic()
+        with open(logs / f"{name}.log", "w") as log:
+            try:
+                rc = subprocess.run(argv_, stdout=log, stderr=subprocess.STDOUT, timeout=left - 5).returncode
+            except subprocess.TimeoutExpired:
+                rc = "timeout"
+        took = time.monotonic() - t0
+        done["stages"].append({"stage": name, "status": "ok" if rc == 0 else f"exit {rc}", "seconds": round(took, 1)})
+        print(f"[{a.deadline - (t_end - time.monotonic()):5.0f} s] {name}: {'ok' if rc == 0 else f'exit {rc}'} "
+              f"({took:.0f} s)", flush=True)
+        (logs / "record.json").write_text(json.dumps(done, indent=1, default=str))
+        if a.pack:
+            pack(Path(a.pack), res, logs)
+    (logs / "record.json").write_text(json.dumps(done, indent=1, default=str))
+    if a.pack:
+        pack(Path(a.pack), res, logs)
+    return done
+
+
+if __name__ == "__main__":
+    main()
