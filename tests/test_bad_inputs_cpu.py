@@ -239,7 +239,7 @@ CLI = [
     (["sweep", "seed000", "--csv", "afile/x.csv"], "cannot create its folder"),
     (["sweep", "seed00"], r"unknown sweep 'seed00'.*did you mean 'seed000'"),
     (["bench", "add", "--budget", "0"], "must be > 0"),
-    (["bench", "add", "--noise", "1.5"], r"noise_target must be in \(0, 1\)"),
+    (["bench", "add", "--noise", "1.5"], r"(noise_target|--noise) must be in \(0, 1\)"),
     (["bench", "add", "--axis", "block=abc"], "--axis 'block=abc': expected NAME=V1,V2 with integer values"),
     (["bench", "add", "--axis", "block="], "give at least one value"),
     (["bench", "add", "--axis", "blok=128"], "add has no tuning axis 'blok'"),
