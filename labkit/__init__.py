@@ -7,9 +7,11 @@ The public face (importing labkit does not import torch):
     labkit.measure(fn, mode="cold")                      time any closure with labkit's harness
     labkit.why(op, variant, shape)                       why a variant runs as fast as it does
 """
+from .calls import call  # noqa: F401  (no torch at import; one attribute lookup less per call)
 from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
 from .registry import get_op, ops as catalog  # noqa: F401  (labkit.ops is the package of op modules)
 from .version import __version__  # noqa: F401
+from .why import why  # noqa: F401  (eager: `from .why import why` elsewhere would rebind labkit.why)
 
 
 def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=None, out=None, progress=True,
@@ -33,13 +35,6 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
     return log.frame()
 
 
-def call(op, variant, *inputs, sync=False, check=False, **params):
-    """Run one variant on your tensors; returns the output(s). See labkit.calls.call."""
-    from .calls import call as _call
-
-    return _call(op, variant, *inputs, sync=sync, check=check, **params)
-
-
 def inline(op, name, source, kernel, dtype, width=1, block=256):
     """Compile a `__global__` kernel written in a notebook cell as a new variant of `op`."""
     from .inline_kernel import inline_variant
@@ -52,6 +47,13 @@ def measure(fn, mode="cold", **rule):
     kernel, L2 flush (cold) or CUDA graph (hot), adaptive sampling. Returns a Measurement
     (`.summary.median` seconds, `.samples_s`, `.stop_reason`). triton's do_bench counterpart."""
     from .config import make_rule
-    from .timing import measure as _measure
+    from .device import require_gpu
+    from .timing import check_mode, measure as _measure
 
-    return _measure(fn, mode, make_rule(None, **rule))
+    if not callable(fn):
+        raise ConfigError(f"labkit.measure takes a callable that launches GPU work, e.g. "
+                          f"labkit.measure(lambda: torch.add(a, b, out=c)); got a {type(fn).__name__}")
+    r = make_rule(None, **rule)
+    check_mode(mode)
+    require_gpu()
+    return _measure(fn, mode, r)

@@ -91,6 +91,10 @@ def _common(p):
 def _rule(a):
     from .config import make_rule
 
+    if not a.budget > 0:
+        raise ConfigError(f"--budget must be > 0 seconds of sampling per configuration, got {a.budget}")
+    if not 0 < a.noise < 1:
+        raise ConfigError(f"--noise must be in (0, 1) (a relative noise target, e.g. 0.005), got {a.noise}")
     return make_rule(budget_s=a.budget, noise_target=a.noise)
 
 

@@ -105,6 +105,8 @@ def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold"
     """The Configs of a bench or sweep: variants (names, 'all', or by dtype / width) x shapes x modes
     (x tuning-axis values). With `baseline`, torch runs first in each group so ratios exist."""
     o = get_op(op) if isinstance(op, str) else op
+    if not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
     if isinstance(modes, str):
         modes = (modes,)
     for m in modes:

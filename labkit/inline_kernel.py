@@ -32,8 +32,7 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
     if not op.inline_launcher:
         able = ", ".join(o.name for o in ops().values() if o.inline_launcher)
         raise ConfigError(f"op {op.name!r} has no inline launcher template; inline kernels work for {able}")
-    if dtype not in op.dtypes:
-        raise ConfigError(f"op {op.name!r} has no {dtype!r} variants; its dtypes are {', '.join(op.dtypes)}")
+    op.check_dtype(dtype)
     if width < 1 or block < 1 or block > 1024:
         raise ConfigError(f"width must be >= 1 and block in [1, 1024], got width={width}, block={block}")
     if not re.search(rf"__global__\s+void\s+{re.escape(kernel)}\s*\(", source):

@@ -168,7 +168,8 @@ def block_tests(root, args) -> str:
     for d in _gpus(root):
         t = _json(d / "tests.json")
         for run in (t or {}).get("runs", []):
-            rows.append([t["gpu"], f"`{run['command']}`", run["summary"], t["date"][:10], t["commit"]])
+            note = f" ({run['note']})" if run.get("note") else ""
+            rows.append([t["gpu"], f"`{run['command']}`", run["summary"] + note, t["date"][:10], t["commit"]])
     return _table(["GPU", "command", "result", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 

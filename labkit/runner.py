@@ -230,7 +230,8 @@ def _timing_fields(m) -> dict:
     if m.energy:
         e = m.energy
         out["nvml"] = e.get("nvml")
-        for k in ("power_w", "power_max_w", "energy_per_launch_j", "sm_clock_min_mhz", "temp_max_c", "energy_source"):
+        for k in ("power_w", "power_max_w", "energy_per_launch_j", "sm_clock_min_mhz", "temp_max_c", "energy_source",
+                  "energy_scope"):
             if k in e:
                 out[k] = e[k]
     return out

@@ -78,7 +78,7 @@ class Op:
     test_shapes: list = field(default_factory=list)  # odd/edge shapes for the GPU tests
     vector_stores: bool = True                    # stores as wide as `access` (checked in the SASS)
     validate: Callable | None = None              # (inputs, shape, dtype) -> None; raise ConfigError
-    signature: Callable | None = None             # labkit.call: (inputs, **params) -> shape; raise ConfigError
+    signature: Callable | None = None             # labkit.call: (inputs, dtype, **params) -> shape; raise ConfigError
     call_params: tuple = ()                       # keyword parameters labkit.call takes (e.g. ("bins",))
     outputs_of_call: int = 1                      # how many outputs labkit.call returns (the rest is workspace)
     inline_launcher: str = ""                     # C template for inline kernels (see labkit.inline)
@@ -137,6 +137,8 @@ class Op:
         return sorted({v.width for v in self.variants_for(dtype, include_torch=False)})
 
     def variant(self, name: str, dtype: str | None = None) -> Variant:
+        if dtype is not None:
+            self.check_dtype(dtype)
         if name == "torch":
             return self.torch_variant(self.check_dtype(dtype) if dtype else self.dtypes[0])
         for v in self.variants:
@@ -185,7 +187,8 @@ class Op:
         names = list(axes)
         for k in names:
             if k not in self.axes:
-                raise ConfigError(f"{self.name} has no tuning axis {k!r}; its axes are {', '.join(self.axes) or 'none'}")
+                raise ConfigError(f"{self.name} has no tuning axis {k!r}; its axes are "
+                                  f"{', '.join(self.axes) or 'none'}{suggest(k, self.axes)}")
         vals = [list(axes[k]) if isinstance(axes[k], (list, tuple)) else [axes[k]] for k in names]
         return [tuple(zip(names, combo)) for combo in itertools.product(*vals)]
 

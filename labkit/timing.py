@@ -54,7 +54,9 @@ class Measurement:
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}")
+        from .spec import suggest
+
+        raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}{suggest(mode, MODES)}")
     return mode
 
 
@@ -296,7 +298,9 @@ def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
             meter.start()
         samples, reason, blocking, timeouts = _run_samples(hot, rule, GROUP["hot"])
         samples = [x / batch for x in samples]
-    power = meter.stop(launches=len(samples) * batch) if meter else None
+    # cold loops hold the L2 flushes between samples too: the rows say what the energy covers
+    scope = "timed loop incl. L2 flushes" if mode == "cold" else "graph replays"
+    power = meter.stop(launches=len(samples) * batch, scope=scope) if meter else None
     clock1, thr1 = sm_clock()
     clock = clock1 if clock1 is not None else clock0
     if power and power.get("throttled"):

@@ -119,15 +119,7 @@ def test_call_on_cpu_tensors_reaches_the_device_check_last():
 
 # ---- bench, resolve, plan, rules, sweeps, inline, measure: (call, error, what it says) -----------
 SRC = "__global__ void k(const float* a, const float* b, float* c, int64_t n) {}"
-PENDING = {  # cases that wait for a change outside this file's owner's modules (see the report)
-    "plan-offset": "config.plan checks offset like resolve",
-    "axis-suggest": "spec.Op.axis_grid suggests the closest axis",
-    "plan-dtype": "spec.Op.variant checks the dtype first",
-    "inline-dtype": "inline_kernel uses op.check_dtype",
-    "measure-callable": "labkit.measure checks fn is callable",
-    "measure-no-gpu": "labkit.measure calls require_gpu()",
-    "mode-suggest": "timing.check_mode suggests the closest mode",
-}
+PENDING: dict = {}  # cases that wait for a change elsewhere (none left)
 API = [
     ("bench-op", lambda: labkit.bench("ad", progress=False), ConfigError, r"unknown op 'ad'.*did you mean 'add'"),
     ("bench-variant", lambda: labkit.bench("add", ["f16x8pack"], progress=False), ConfigError,
@@ -253,7 +245,7 @@ CLI = [
     (["profile", "add", "-s", "64x64", "--nsys", "/no/such/nsys"],
      r"nsys \(Nsight Systems\) not found at /no/such/nsys\nOn a machine with Nsight Systems and a GPU, run:\n  nsys profile"),
 ]
-CLI_PENDING = {"--offset": "config.plan checks offset like resolve"}
+CLI_PENDING: dict = {}
 
 
 @pytest.mark.parametrize("argv,match", [

@@ -56,7 +56,9 @@ def test_timed_row_has_both_times_and_its_provenance(mode, tmp_path, monkeypatch
     monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path))
     r = Runner().run(resolve("add", "f16x8_pack", "f16", "2048x2048", mode, rule=RULE))
     assert r["status"] == "ok" and r["recheck"] == "ok" and r["blocking"] == "kernel"
-    assert 0 < r["kernel_us"] < r["time_us"] and r["host_bound"] is False
+    # hot: a graph's back-to-back launches can take less than the isolated launches CUPTI times
+    # (H200, 2048x2048: 3.75 µs per replayed launch, 3.92 µs CUPTI), so only cold orders the two
+    assert r["kernel_us"] > 0 and r["host_bound"] is False and (mode == "hot" or r["kernel_us"] < r["time_us"])
     assert r["overhead_us"] == pytest.approx(r["time_us"] - r["kernel_us"])
     assert r["noise_target"] == RULE.noise_target and r["budget_s"] == RULE.budget_s and "converged" in r
     assert r["peak_ref"].startswith(r["gpu"].lower().replace(" ", "-")) or "/device.json#" in r["peak_ref"]

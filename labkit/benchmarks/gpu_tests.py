@@ -23,27 +23,32 @@ STEPS = {
                "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py"],
     "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
               "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py"],
+    # --log-file per process: pytest-xdist's workers do not forward their own output, so each
+    # process's sanitizer report goes to a file of its own (summed by `summary`)
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
+                 "--log-file", "{logs}/sanitizer-memcheck.%p.log",
                  PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
                  "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
+                  "--log-file", "{logs}/sanitizer-racecheck.%p.log",
                   PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
                   "-k", f"test_variant_matches and ({SHARED_MEMORY_OPS})"],
 }
 
 
-def summary(log: str, step: str) -> str:
-    """pytest's last summary line, plus the sanitizer's error / hazard totals over all processes."""
-    tail = [line.strip("= ") for line in log.splitlines() if re.search(r"\d+ (passed|failed|error)", line)]
+def summary(log: str, step: str, reports=()) -> str:
+    """pytest's own summary line, plus the sanitizer's error / hazard totals over the per-process
+    reports (`reports`: their texts; the main log too, for runs without --log-file)."""
+    tail = [line.strip("= ") for line in log.splitlines() if re.match(r"^=*\s*\d+ (passed|failed|error)", line)]
     out = tail[-1] if tail else "no pytest summary (stopped or crashed)"
-    if step == "memcheck":
-        errors = [int(m) for m in re.findall(r"ERROR SUMMARY: (\d+) error", log)]
-        out += f"; memcheck: {sum(errors)} errors over {len(errors)} processes" if errors else "; memcheck: no summary"
+    texts = [log, *reports]
+    if step in ("memcheck", "racecheck"):
+        errors = [int(m) for t in texts for m in re.findall(r"^=+ ERROR SUMMARY: (\d+) error", t, re.M)]
+        out += f"; {step}: {sum(errors)} errors in {len(errors)} process reports" if errors else f"; {step}: no report"
     if step == "racecheck":
-        hz = [int(m) for m in re.findall(r"RACECHECK SUMMARY: (\d+) hazard", log)]
-        errors = [int(m) for m in re.findall(r"ERROR SUMMARY: (\d+) error", log)]
-        out += (f"; racecheck: {sum(hz)} hazards over {len(hz)} processes" if hz else
-                f"; racecheck: {sum(errors)} errors over {len(errors)} processes" if errors else "; racecheck: no summary")
+        hz = [int(m) for t in texts for m in re.findall(r"^=+ RACECHECK SUMMARY: (\d+) hazard", t, re.M)]
+        if hz:
+            out += f", {sum(hz)} hazards"
     return out
 
 
@@ -72,14 +77,16 @@ def main(argv=None) -> dict:
                                 "returncode": None, "seconds": 0})
             continue
         t0 = time.monotonic()
+        argv_ = [x.replace("{logs}", str(logs)) for x in STEPS[step]]
         try:
-            p = subprocess.run(STEPS[step], capture_output=True, text=True, timeout=left)
+            p = subprocess.run(argv_, capture_output=True, text=True, timeout=left)
             log, rc = p.stdout + p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             log = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
             rc = "timeout"
-        (logs / f"{step}.log").write_text(log)
-        line = summary(log, step) + (f" (stopped after {left:.0f} s)" if rc == "timeout" else "")
+        (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
+        reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
+        line = summary(log, step, reports) + (f" (stopped after {left:.0f} s)" if rc == "timeout" else "")
         cmd = " ".join(x if x != PY else "python" for x in STEPS[step])
         res["runs"].append({"step": step, "command": cmd, "summary": line, "returncode": rc,
                             "seconds": round(time.monotonic() - t0, 1)})
