@@ -25,8 +25,6 @@ blocking kernel (no host cost inside) with the kernels' own CUPTI time beside th
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .version import __version__
-
     p = argparse.ArgumentParser(prog="labkit", description="Write, check, time and profile CUDA kernels.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="store_true", help="print labkit's version, commit, torch and CUDA")

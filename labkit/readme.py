@@ -63,7 +63,7 @@ def _table(head, rows) -> str:
 
 # ---- the blocks ---------------------------------------------------------------------------------
 def block_ceilings(root, args) -> str:
-    rows, prov = [], []
+    rows = []
     for d in _gpus(root):
         facts = _json(d / "device.json") or {}
         for e in (facts.get("devices") or {}).values():

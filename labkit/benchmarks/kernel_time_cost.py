@@ -5,9 +5,9 @@ process, with and without `kernel_us`, wall time of each (goal: <= 15 % more wit
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
+
+from . import write_json
 
 
 def main(argv=None) -> dict:
@@ -33,9 +33,7 @@ def main(argv=None) -> dict:
            "extra": on / off - 1, "goal": 0.15, "runs": {str(k): v for k, v in walls.items()}, **provenance()}
     print(f"{len(configs)} configurations: {off:.1f} s without kernel time, {on:.1f} s with it "
           f"({100 * res['extra']:+.1f} %, goal <= +15 %)")
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+    write_json(a.out, res)
     return res
 
 

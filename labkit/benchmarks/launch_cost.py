@@ -11,10 +11,10 @@ Goals: the prepared launcher <= 1.2x torch.add(a, b, out=c); labkit.call <= 2x t
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
+
+from . import write_json
 
 N, REPS = 200, 15
 
@@ -68,9 +68,7 @@ def main(argv=None) -> dict:
         print(f"{k:22} {res[k]:7.2f} µs per launch (host)")
     print(f"prepared / torch(out=) {res['prepared_vs_torch_out']:.2f} (goal <= 1.2); "
           f"call / torch {res['call_vs_torch']:.2f} (goal <= 2.0)")
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+    write_json(a.out, res)
     return res
 
 

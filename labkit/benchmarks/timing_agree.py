@@ -11,9 +11,9 @@ gives event times within 0.5 µs of the unslowed run."""
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
+
+from . import write_json
 
 SHAPES = ["1024x1024", "2048x2048", "4096x4096"]
 VARIANTS = ["f16x8_pack", "f16x8"]
@@ -107,9 +107,7 @@ def main(argv=None) -> dict:
         print("check", c)
     for s in res["slowed_host"]:
         print("slowed host", s)
-    if a.out:
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+    write_json(a.out, res)
     return res
 
 

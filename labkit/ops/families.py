@@ -202,3 +202,13 @@ def unary_op(name, title, functor, reference, torch_impl, tol, flops_per_element
         signature=Signature(name, [Arg("x")], shape_of),  # any shape (<= 4 dims): y has x's
         notes="Memory-bound: the large shapes (>= 256 MiB of traffic in f32) are the ones to compare with the copy peak.",
     )
+
+
+def row_op(name: str, title: str, source: str, **kw) -> Op:
+    """A row-wise op over N x K (softmax_rows, layer_norm, rms_norm): one input, an output like it,
+    one read and one write of the rows, the row shapes and size checks; `kw` gives the rest."""
+    return Op(name=name, title=title, source=source, shape_axes=("N", "K"),
+              default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES, make_inputs=one_input,
+              make_outputs=output_like_input, bytes_moved=read_write_bytes, validate=validate_rows(name),
+              signature=Signature(name, [Arg("x", "N x K")], rows_of(name)),
+              shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES}, test_shapes=ROW_TEST_SHAPES, **kw)

@@ -1,9 +1,8 @@
 """Row-wise norms over N x K (CATALOG §4, seed 002), any K, f32 math. Kernels: kernels/norm.cu.
 * layer_norm: y = (x - mean) / sqrt(var + eps) * g + b with scalar g, b as in the seed;
 * rms_norm:   y = x / sqrt(mean(x^2) + eps) * g with scalar g."""
-from ..spec import V, Op
-from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, Arg, Signature, filled, one_input,
-                       output_like_input, read_write_bytes, rows_of, validate_rows)
+from ..spec import V
+from .families import filled, row_op
 
 LN_EPS, LN_G, LN_B = 1e-5, 1.5, 0.25  # f[0], f[1], f[2] of the layer_norm launchers
 RMS_EPS, RMS_G = 1e-5, 1.5           # f[0], f[1] of the rms_norm launchers
@@ -47,27 +46,16 @@ def _ln_torch(inputs, outputs, shape, dtype):
 # f32: values are O(1) and x - mean cancels to ~1e-7 absolute; f16: one rounding of the f32 result
 _ln_TOL = {"f32": (1e-5, 1e-5), "f16": (1e-3, 1e-5)}
 
-LAYER_NORM = Op(
-    name="layer_norm",
-    title="Layer norm (row-wise)",
-    source="norm.cu",
+LAYER_NORM = row_op(
+    "layer_norm", "Layer norm (row-wise)", "norm.cu",
     launch=_LAUNCH,
     args={"rms": "false"},
     variants=_variants("false", 2),
-    shape_axes=("N", "K"),
-    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
-    make_inputs=one_input,
-    make_outputs=output_like_input,
     reference=_ln_reference,
     torch_impl=_ln_torch,
-    bytes_moved=read_write_bytes,
     flops=lambda shape, dtype: 8 * shape[0] * shape[1],
     params=lambda shape, dtype: ((), (LN_EPS, LN_G, LN_B)),
     tolerance=lambda shape, dtype: _ln_TOL[dtype],
-    validate=validate_rows("layer_norm"),
-    signature=Signature("layer_norm", [Arg("x", "N x K")], rows_of("layer_norm")),
-    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
-    test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={LN_EPS}, g={LN_G}, b={LN_B} (scalars, as in the seed). The torch baseline is F.layer_norm with weight "
           "and bias tensors filled with g and b; its result tensor replaces the output (no out=, no copy). Vector variants need 16-byte aligned rows; others run the scalar kernel.",
@@ -90,27 +78,16 @@ def _rms_torch(inputs, outputs, shape, dtype):
 # f32: no cancellation, a few ulp plus the row sum; f16: one rounding of the f32 result
 _rms_TOL = {"f32": (1e-5, 1e-6), "f16": (1e-3, 1e-5)}
 
-RMS_NORM = Op(
-    name="rms_norm",
-    title="RMS norm (row-wise)",
-    source="norm.cu",
+RMS_NORM = row_op(
+    "rms_norm", "RMS norm (row-wise)", "norm.cu",
     launch=_LAUNCH,
     args={"rms": "true"},
     variants=_variants("true", 4),
-    shape_axes=("N", "K"),
-    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
-    make_inputs=one_input,
-    make_outputs=output_like_input,
     reference=_rms_reference,
     torch_impl=_rms_torch,
-    bytes_moved=read_write_bytes,
     flops=lambda shape, dtype: 4 * shape[0] * shape[1],
     params=lambda shape, dtype: ((), (RMS_EPS, RMS_G)),
     tolerance=lambda shape, dtype: _rms_TOL[dtype],
-    validate=validate_rows("rms_norm"),
-    signature=Signature("rms_norm", [Arg("x", "N x K")], rows_of("rms_norm")),
-    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
-    test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={RMS_EPS}, g={RMS_G} (scalar, as in the seed). The torch baseline is F.rms_norm with a weight tensor "
           "filled with g; its result replaces the output (no out=, no copy). Vector variants "

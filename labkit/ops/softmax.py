@@ -5,8 +5,7 @@
 * softmax_rows: row-wise over N x K (along K, as models use it); f16/bf16 storage."""
 from ..spec import V, Op
 from ..tensors import alloc, randn
-from .families import (ROW_LARGE_SHAPES, ROW_SEED_SHAPES, ROW_TEST_SHAPES, Arg, Signature, one_input,
-                       output_like_input, read_write_bytes, rows_of, shape_of, validate_rows)
+from .families import Arg, Signature, row_op, shape_of
 
 SCRATCH_PAIRS = 4096  # most blocks the launcher may use (it also caps at one wave of the GPU)
 
@@ -89,28 +88,17 @@ def _rows_torch(inputs, outputs, shape, dtype):
 # f32: __expf error ~2 + 1.2|x - max| ulp; f16/bf16: one rounding of the f32 result
 _rows_TOL = {"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5), "bf16": (8e-3, 1e-5)}
 
-SOFTMAX_ROWS = Op(
-    name="softmax_rows",
-    title="Row-wise softmax",
-    source="softmax.cu",
+SOFTMAX_ROWS = row_op(
+    "softmax_rows", "Row-wise softmax", "softmax.cu",
     launch="launch_softmax_rows<{ctype}, {width}, {floats}, {threads}>",
     # tuning axes of the vector variants (0 = the measured default per dtype, kernels/softmax.cu):
     # row values held per thread, and the most threads a block-per-row kernel takes
     axes={"floats": (0, (0, 8, 16, 32)), "threads": (0, (0, 128, 256, 512, 1024))},
     variants=ROW_VARIANTS,
-    shape_axes=("N", "K"),
-    default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
-    make_inputs=one_input,
-    make_outputs=output_like_input,
     reference=_rows_reference,
     torch_impl=_rows_torch,
-    bytes_moved=read_write_bytes,
     flops=lambda shape, dtype: 5 * shape[0] * shape[1],
     tolerance=lambda shape, dtype: _rows_TOL[dtype],
-    validate=validate_rows("softmax_rows"),
-    signature=Signature("softmax_rows", [Arg("x", "N x K")], rows_of("softmax_rows")),
-    shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
-    test_shapes=ROW_TEST_SHAPES,
     shape_kernels=("softmax_rows_smem", "softmax_rows_online"),  # long rows (shared memory / streaming), unaligned rows
     notes="Vector variants need 16-byte aligned rows (K * itemsize % 16 == 0, no offset); other rows run "
           "the scalar kernel (path 'fallback').",
