@@ -55,6 +55,13 @@ def _prov(rows_or_dicts) -> str:
     return f"{rs[0].get('gpu', '?')}, driver {drv}, {span}, commit {com}"
 
 
+def _cell(v) -> str:
+    """A JSON value in a table: counts as they are, measurements to 3 significant digits."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    return str(v) if isinstance(v, int) else _f(v, ".3g")
+
+
 def _table(head, rows) -> str:
     out = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     out += ["| " + " | ".join(map(str, r)) + " |" for r in rows]
@@ -180,8 +187,7 @@ def block_json(root, args) -> str:
     for d in _gpus(root):
         r = _json(d / name)
         if r:
-            rows.append([r.get("gpu", d.name)] + [_f(r.get(k), ".3g") if isinstance(r.get(k), (int, float)) else str(r.get(k))
-                                                  for k in keys] + [str(r.get("date", ""))[:10], r.get("commit")])
+            rows.append([r.get("gpu", d.name)] + [_cell(r.get(k)) for k in keys] + [str(r.get("date", ""))[:10], r.get("commit")])
     return _table(["GPU", *keys, "date", "commit"], rows) + "\n" if rows else f"_no {name} under results/ yet_\n"
 
 
