@@ -20,7 +20,7 @@ PY = sys.executable
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 STEPS = {
     "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
-               "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py"],
+               "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py"],
     "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
               "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py"],
     # --log-file per process: pytest-xdist's workers do not forward their own output, so each
