@@ -508,6 +508,8 @@ def test_missing_recorded_data(sent, tmp_path):
     ex.dtype.value = "f16"                             # still usable
     ex.shapes.value = "default"
     assert "not recorded" in ex.message.value and ex.rows == []
+    ex.select(roofline=True)                           # no rows, no ceilings: an empty roofline, no KeyError
+    assert ex.rows == []
 
 
 def test_explore_package_shape():

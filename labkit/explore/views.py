@@ -85,7 +85,9 @@ class Views:
             self.roof, self.roof_slots = make(self.gpus, roof=True)
         specs = [None] * len(self.roof.data)
         for c, gpu in enumerate(self.gpus):
-            _fill(specs, self.roof_slots[c]["s1"], figure.roofline(lines[gpu], facts[gpu], c == 0, names))
+            # a GPU column without rows or ceilings (recorded mode with no data) draws nothing
+            _fill(specs, self.roof_slots[c]["s1"],
+                  figure.roofline(lines.get(gpu, []), facts.get(gpu) or {}, c == 0, names))
         push(self.roof, specs, {"title.text": title})
         if first:
             self.roof = widget(self.roof)

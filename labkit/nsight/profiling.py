@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import plan
 from ..errors import LabkitError, ToolMissingError
+from ..paths import cache_root
 from ..records import KEY, load_rows, to_frame
 from ..registry import ops
 from .check import check_plot, cross_check
@@ -84,7 +85,8 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
         d = Path(out_dir or "labkit-nsys")
         by_hand = nsys_profile_argv("nsys", d / "labkit", ["python", *child(d / f"{RECORDS}{suffix}")[1:]])
         raise ToolMissingError(f"{e}\nOn a machine with Nsight Systems and a GPU, run:\n  {shell(by_hand)}") from None
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="labkit-nsys-"))
+    # default: a folder under the build cache, not a temp folder left behind in /tmp
+    out = Path(out_dir) if out_dir else cache_root() / "nsight" / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     for stem in (RECORDS, KERNEL_RECORDS):  # records of an earlier run in this folder would be read back
         for old in (".json", ".jsonl"):
