@@ -138,7 +138,10 @@ ALL_RAN = """() => {
 PLOT = """() => {
   const gd = document.querySelector('.jp-Notebook .js-plotly-plot');
   if (!gd || !gd.data || !gd.data.length) return null;
-  return {y: Array.from(gd.data[0].y || []).map(v => (v === null ? NaN : v)), name: gd.data[0].name,
+  // the first shown line of any GPU column: a GPU with no rows for an op leaves its column empty
+  const shown = gd.data.filter(t => t.visible !== false && t.y && t.y.length);
+  const first = shown[0] || gd.data[0];
+  return {y: Array.from(first.y || []).map(v => (v === null ? NaN : v)), name: first.name,
           title: (gd.layout.title && gd.layout.title.text) || '',
           columns: (gd.layout.annotations || []).map(a => a.text)};
 }"""
