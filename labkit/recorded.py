@@ -151,8 +151,8 @@ def print_recorded(path=None, summary: bool = False) -> int:
             print(f"  {p['gpu']}: {p['rows']} rows, measured {p['date']}, commit {p['commit']}")
         for line in headline(df):
             print(f"  {line}")
-        print("Next: `labkit recorded --all`-style tables with `labkit --all`, the labs with `jupyter lab labs/`, "
-              "or `labkit recorded results/<gpu>/<sweep>.jsonl` for one file.")
+        print("Next: every recorded table with `labkit --all` (one file: `labkit recorded results/<gpu>/<sweep>.jsonl`), "
+              "or open the labs: `jupyter lab labs/`.")
         return 0
     root = Path(path) if path else results_dir()
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
