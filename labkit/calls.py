@@ -18,6 +18,7 @@ import functools
 from struct import pack_into as _pack_into
 
 from .errors import ConfigError
+from .launch import launcher_for
 
 
 @functools.lru_cache(maxsize=512)
@@ -27,18 +28,6 @@ def _resolve(op_name: str, variant: str, dtype: str | None):
     o = get_op(op_name)
     v = o.variant(variant, dtype)
     return o, v
-
-
-_launchers: dict = {}
-
-
-def _launcher(o, v):
-    from .launch import launcher_for
-
-    key = (o.name, v)
-    if key not in _launchers:
-        _launchers[key] = launcher_for(o, v)
-    return _launchers[key]
 
 
 def data_dtype(o, inputs) -> str | None:
@@ -187,7 +176,7 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
         o.torch_impl(list(inputs), outputs, shape, v.dtype)
     else:
         ints, floats = o.params(shape, v.dtype)
-        launch = _launcher(o, v).prepare([*inputs, *outputs], ints, floats)
+        launch = launcher_for(o, v).prepare([*inputs, *outputs], ints, floats)
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
             _prepared[key] = _Prepared(launch._fn, launch.args, inputs, outputs, o.outputs_of_call)

@@ -16,10 +16,6 @@ class DType:
     rtol: float
     atol: float
 
-    @property
-    def is_float(self) -> bool:
-        return self.name in ("f32", "f16", "bf16")
-
 
 DTYPES = {d.name: d for d in (
     DType("f32", "float32", "float", 4, 1.3e-6, 1e-5),

@@ -151,6 +151,14 @@ def library_for(op, v, axes=()):
     return family_library(op.source, [(symbol, launch)], tag=f"-{symbol}"), symbol
 
 
+_launchers: dict = {}
+
+
 def launcher_for(op, v, axes=()) -> Launcher:
-    lib, symbol = library_for(op, v, axes)
-    return Launcher(lib, symbol, f"{op.name} {v.name}")
+    """The variant's launcher, resolved once per process (an inline variant's source path names its
+    content, so an edited cell is a new key)."""
+    key = (op.name, v, tuple(axes))
+    if key not in _launchers:
+        lib, symbol = library_for(op, v, axes)
+        _launchers[key] = Launcher(lib, symbol, f"{op.name} {v.name}")
+    return _launchers[key]

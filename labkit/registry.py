@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 
 from .errors import ConfigError
-from .spec import Op, Shape, V, Variant, suggest  # noqa: F401  (the names op modules and callers use)
+from .spec import Op, Variant, suggest  # noqa: F401  (the names callers use)
 
 _OPS: dict | None = None
 

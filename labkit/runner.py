@@ -13,8 +13,8 @@ import zlib
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
+from .launch import launcher_for
 from .ranges import config_name, nvtx_range
-from .registry import Op, Variant
 from .timing import cupti_free, kernel_time, measure
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
@@ -51,7 +51,6 @@ class Runner:
     def __init__(self, peak: bool = True, kernel_time: bool = True, energy: bool = False):
         self.peak, self.kernel_time, self.energy = peak, kernel_time, energy
         self._torch: dict = {}
-        self._launchers: dict = {}
         self.phase = lambda name: None  # a worker reports phases to its parent (hang detection)
 
     # ---- what a row is compared with -------------------------------------------------------------
@@ -61,14 +60,6 @@ class Runner:
         from .ceilings import device_facts
 
         return device_facts()
-
-    def launcher(self, op: Op, v: Variant, axes=()):
-        from .launch import launcher_for
-
-        key = (op.name, v, axes)
-        if key not in self._launchers:
-            self._launchers[key] = launcher_for(op, v, axes)
-        return self._launchers[key]
 
     # ---- one configuration ----------------------------------------------------------------------
     def run(self, cfg: Config) -> dict:
@@ -130,7 +121,7 @@ class Runner:
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         self.phase("compile")
         with nvtx_range("compile"):
-            launcher = None if v.is_torch else self.launcher(op, v, cfg.axes)
+            launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
         inputs, outputs, seed = self._inputs(cfg)
         if v.is_torch:

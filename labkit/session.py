@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from .config import Config
-from .errors import LabkitError
 
 
 class Scope:
@@ -139,5 +137,3 @@ def _bar(total, desc):
 
     return tqdm(total=total, desc=desc, unit="cfg")
 
-
-__all__ = ["Config", "LabkitError", "Local", "Scope", "executor", "groups", "run"]

@@ -75,11 +75,3 @@ def pivot_table(rows, index="shape", columns="variant", value="gbps", fmt=".1f")
     if p.empty:
         return "(no successful rows)"
     return p.to_string(float_format=lambda x: format(x, fmt), na_rep="-")
-
-
-def markdown_pivot(rows, index="shape", columns="variant", value="gbps", fmt=".1f") -> str:
-    p = pivot(rows, index, columns, value)
-    head = f"| {index} | " + " | ".join(map(str, p.columns)) + " |"
-    sep = "|" + " --- |" * (len(p.columns) + 1)
-    body = [f"| {i} | " + " | ".join("-" if v != v else format(v, fmt) for v in p.loc[i]) + " |" for i in p.index]
-    return "\n".join([head, sep, *body])

@@ -29,9 +29,3 @@ def randn(shape, dtype: str, gen, offset: int = 0):
     else:
         t.copy_(torch.randn(t.shape, generator=gen, device=t.device, dtype=torch.float32))
     return t
-
-
-def like(t, offset: int = 0):
-    from .dtypes import dtype_name
-
-    return alloc(tuple(t.shape), dtype_name(t.dtype), offset, device=str(t.device))

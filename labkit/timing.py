@@ -213,10 +213,6 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
         return _measure(fn, mode, rule, hot_target_s, energy)
 
 
-# the earlier public name
-measure_callable = measure
-
-
 def _warmup(fn, warmup_s: float, mode: str) -> None:
     """At least 3 calls and warmup_s of wall time (module load, caches, clocks). Every kernel the
     timed loop enqueues behind the blocking kernel runs here first: a lazily loaded module must not

@@ -44,26 +44,22 @@ def test_dask_rows_equal_a_local_run(cluster):
     assert len(dask_rows) == len(cfgs) and _strip(dask_rows) == _strip(local_rows)
 
 
-def test_a_killed_dask_worker_costs_one_row(cluster):
-    cfgs = configs(["ok", "die", "ok2"])
+def _by_variant(cluster, names) -> dict:
     ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
     try:
-        rows = run(cfgs, ResultLog(), ex, progress=False)
+        return {r["variant"]: r for r in run(configs(names), ResultLog(), ex, progress=False)}
     finally:
         ex.close()
-    by = {r["variant"]: r for r in rows}
+
+
+def test_a_killed_dask_worker_costs_one_row(cluster):
+    by = _by_variant(cluster, ["ok", "die", "ok2"])
     assert by["die"]["status"] == "error" and "Dask worker died" in by["die"]["error"]
     assert by["ok"]["status"] == by["ok2"]["status"] == "ok"
 
 
 def test_a_lost_context_on_dask_is_a_row_and_the_rest_still_runs(cluster):
-    cfgs = configs(["ok", "lost", "ok2"])
-    ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
-    try:
-        rows = run(cfgs, ResultLog(), ex, progress=False)
-    finally:
-        ex.close()
-    by = {r["variant"]: r for r in rows}
+    by = _by_variant(cluster, ["ok", "lost", "ok2"])
     assert by["lost"]["status"] == "error" and "illegal memory access" in by["lost"]["error"]
     assert by["ok2"]["status"] == "ok"
 

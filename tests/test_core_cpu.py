@@ -278,3 +278,14 @@ def test_spec_table_gives_blank_for_unknown_gpus():
 def test_measure_is_public_and_checks_its_mode():
     with pytest.raises(ConfigError, match="unknown cache mode 'warm'"):
         labkit.measure(lambda: None, mode="warm")
+
+
+def test_labkit_blocking_0_starts_without_the_blocking_kernel():
+    # what labkit.nsight sets for ncu, which runs launches one at a time
+    import os
+    import sys
+
+    code = "from labkit import timing; assert timing.blocker() is None; print('spin')"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "LABKIT_BLOCKING": "0"})
+    assert r.returncode == 0 and "spin" in r.stdout, r.stderr

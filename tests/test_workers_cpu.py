@@ -88,3 +88,14 @@ def test_gpus_argument(text, want):
 def test_bad_gpus_argument_names_the_form(bad):
     with pytest.raises(ConfigError, match="--gpus takes 'all' or GPU indices"):
         parse_gpus(bad)
+
+
+def test_gpus_naming_an_absent_gpu_says_which_are_visible(monkeypatch):
+    from labkit import device
+    from labkit.workers import resolve_gpus
+
+    monkeypatch.setattr(device, "visible_gpus", lambda: [{"index": 0, "name": "G", "uuid": "u0"},
+                                                         {"index": 1, "name": "G", "uuid": "u1"}])
+    assert [g["uuid"] for g in resolve_gpus("1")] == ["u1"]
+    with pytest.raises(ConfigError, match="no visible GPU 3; visible GPUs are 0, 1"):
+        resolve_gpus("0,3")
