@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     _common(b)
 
     s = sub.add_parser("sweep", help="run a declared sweep into a result file (resumable)")
-    s.add_argument("name", nargs="?", help="sweep name (omit to list them)")
+    s.add_argument("name", nargs="*", help="sweep names, run one after the other by one set of workers (omit to list them)")
     s.add_argument("-o", "--out", help="result file (.jsonl; default results/<gpu>/<sweep>.jsonl)")
     s.add_argument("--cluster", help="run on a Dask cluster: local-cuda (one worker per GPU) or tcp://HOST:8786")
     _common(s)
@@ -126,13 +126,31 @@ def _axes(specs) -> dict:
     return out
 
 
-def _run(configs, a, title, log=None):
+def _executor(a):
+    from .session import executor
+
+    return executor(workers=not a.in_process, gpus=a.gpus, kernel_time=a.kernel_time, energy=a.energy,
+                    cluster=getattr(a, "cluster", None))
+
+
+def _close(ex) -> None:
+    if not getattr(ex, "shared", False):  # the session's worker pool closes itself at exit
+        ex.close()
+
+
+def _run(configs, a, title, log=None, ex=None):
     from .records import ResultLog
     from .session import run
 
     log = log if log is not None else ResultLog()
-    run(configs, log, title=title, workers=not a.in_process, gpus=a.gpus, kernel_time=a.kernel_time,
-        energy=a.energy, cluster=getattr(a, "cluster", None))
+    if ex is not None:
+        run(configs, log, ex, title=title)
+        return log.rows
+    ex = _executor(a)
+    try:
+        run(configs, log, ex, title=title)
+    finally:
+        _close(ex)
     return log.rows
 
 
@@ -162,16 +180,22 @@ def cmd_sweep(a):
         for s in SWEEPS.values():
             print(f"{s.name:14} {s.description}")
         return 0
-    sweep = get_sweep(a.name)
+    sweeps = [get_sweep(n) for n in a.name]  # every name checked before anything runs
+    if len(sweeps) > 1 and (a.out or a.csv or a.json):
+        raise ConfigError("-o / --csv / --json name one sweep's files: give one sweep name with them")
     if a.out:
         check_output(a.out, (".jsonl",), "sweep file (-o; rows are appended as they are measured: use --csv for a CSV copy)")
     _outputs(a)
-    out = a.out or default_out(sweep.name)
-    log = ResultLog(out)
-    rows = _run(sweep.configs(_rule(a)), a, f"sweep {sweep.name}", log)
-    print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))
-    print(f"rows in {out}")
-    _write(rows, a)
+    ex = _executor(a)  # one worker pool (or process) for all the sweeps named
+    try:
+        for sweep in sweeps:
+            out = a.out or default_out(sweep.name)
+            rows = _run(sweep.configs(_rule(a)), a, f"sweep {sweep.name}", ResultLog(out), ex)
+            print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))
+            print(f"rows in {out}")
+            _write(rows, a)
+    finally:
+        _close(ex)
     return 0
 
 

@@ -33,6 +33,7 @@ def _run_group(title, configs, spec, queue_name):
         _state["scope"] = Scope()
     runner, scope = _state["runner"], _state["scope"]
     q = Queue(queue_name, client=get_client())
+    runner.prebuild(configs)
     for k, cfg in enumerate(configs):
         scope.enter(title, cfg.op)
         try:

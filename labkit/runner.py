@@ -8,6 +8,7 @@ that is right only on a poisoned buffer (or only once) fails too. Timed rows car
 """
 from __future__ import annotations
 
+import os
 import zlib
 
 from .check import compare, poison
@@ -27,6 +28,16 @@ def host_bound(time_us, kernel_us, overhead_floor_us) -> bool | None:
     if time_us is None or kernel_us is None or overhead_floor_us is None:
         return None
     return time_us - kernel_us > overhead_floor_us + max(HOST_BOUND_ABS_US, HOST_BOUND_REL * kernel_us)
+
+
+def _try_build(cfg) -> bool:
+    from .launch import library_for
+
+    try:
+        library_for(cfg.spec, cfg.variant, cfg.axes)
+        return True
+    except LabkitError:
+        return False
 
 
 class ContextLost(LabkitError):
@@ -60,6 +71,20 @@ class Runner:
         from .ceilings import device_facts
 
         return device_facts()
+
+    def prebuild(self, configs: list) -> int:
+        """Build the libraries a group of configurations needs, in parallel (a tuning sweep needs one
+        per axis value: nvcc runs them side by side instead of one per configuration). A build that
+        fails is left to its configuration's own run, which records the compile error."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        need = {(c.spec.name, c.variant, tuple(c.axes)): c for c in configs if not c.variant.is_torch}
+        if len(need) < 2:
+            return 0
+        self.phase("compile")
+        with ThreadPoolExecutor(max_workers=min(len(need), os.cpu_count() or 2)) as pool:
+            done = list(pool.map(_try_build, need.values()))
+        return sum(done)
 
     # ---- one configuration ----------------------------------------------------------------------
     def run(self, cfg: Config) -> dict:

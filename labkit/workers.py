@@ -63,6 +63,12 @@ def _child(conn, gpu, runner_spec, env):
         if msg[0] == "stop":
             scope.close()
             return
+        if msg[0] == "prebuild":  # a group's libraries, built side by side before its runs
+            try:
+                conn.send(("built", runner.prebuild(msg[1])))
+            except BaseException as e:  # noqa: BLE001 - the runs that follow report their own errors
+                conn.send(("built", f"{type(e).__name__}: {e}"))
+            continue
         _, title, cfg = msg
         try:
             scope.enter(title, cfg.op)
@@ -129,10 +135,17 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.is_alive()
 
+    def prebuild(self, configs) -> tuple:
+        """('built', n) once the worker has built a group's libraries (or the failure of a run)."""
+        return self._ask(("prebuild", list(configs)), PHASE_TIMEOUT_S)
+
     def run(self, title, cfg, phase_timeout_s=PHASE_TIMEOUT_S) -> tuple:
         """('row', rec) or ('lost', rec) or ('dead'|'timeout', message) or ('config_error', msg)."""
+        return self._ask(("run", title, cfg), phase_timeout_s)
+
+    def _ask(self, request, phase_timeout_s) -> tuple:
         try:
-            self.conn.send(("run", title, cfg))
+            self.conn.send(request)
         except (BrokenPipeError, OSError):
             return ("dead", f"the worker had exited (code {self.proc.exitcode})")
         phase = "compile"
@@ -234,6 +247,7 @@ class WorkerPool:
 
     def run_group(self, title, configs, gpu=None):
         gpu = self.indices[0] if gpu is None else gpu
+        self._worker(gpu).prebuild(configs)  # a worker lost here is replaced by the first run's _worker
         for cfg in configs:
             yield self._one(gpu, title, cfg)
 

@@ -12,6 +12,11 @@ class FakeRunner:
         self.kw = kw
         self.phase = lambda name: None
         self.index = int(os.environ.get("LABKIT_GPU_INDEX", "0"))
+        self.built = set()
+
+    def prebuild(self, configs):
+        self.built |= {c.variant.name for c in configs}
+        return len(configs)
 
     def identity(self):
         return {"gpu": "Fake GPU", "gpu_index": self.index, "pid": os.getpid()}
@@ -24,7 +29,8 @@ class FakeRunner:
         self.phase("timed")
         row = {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
                "offset": cfg.offset, "status": "ok", "time_us": 1.0 + cfg.shape[0] / 1e6, "gpu": "Fake GPU",
-               "gpu_index": self.index, "pid": os.getpid(), "commit": "test", "dirty": False}
+               "gpu_index": self.index, "pid": os.getpid(), "commit": "test", "dirty": False,
+               "prebuilt": ",".join(sorted(self.built))}
         if name == "slow":
             time.sleep(0.05)
         elif name == "hang":

@@ -230,6 +230,8 @@ CLI = [
     (["sweep", "seed000", "-o", "x.csv"], r"sweep file \(-o; .*use --csv for a CSV copy\) x.csv: the suffix must be one of .jsonl"),
     (["sweep", "seed000", "--csv", "afile/x.csv"], "cannot create its folder"),
     (["sweep", "seed00"], r"unknown sweep 'seed00'.*did you mean 'seed000'"),
+    (["sweep", "seed000", "nosuch"], r"unknown sweep 'nosuch'"),  # every name checked before the first runs
+    (["sweep", "seed000", "dot", "--csv", "x.csv"], r"-o / --csv / --json name one sweep's files"),
     (["bench", "add", "--budget", "0"], "must be > 0"),
     (["bench", "add", "--noise", "1.5"], r"(noise_target|--noise) must be in \(0, 1\)"),
     (["bench", "add", "--axis", "block=abc"], "--axis 'block=abc': expected NAME=V1,V2 with integer values"),

@@ -155,3 +155,34 @@ def test_a_foreign_library_is_refused(tmp_path, monkeypatch):
     so.chmod(0o666)
     with pytest.raises(BuildError, match="others cannot write"):
         build._owned(so)
+
+
+def test_runner_prebuilds_a_groups_libraries_side_by_side(monkeypatch):
+    """A tuning sweep's group needs one library per axis value: they are built in parallel threads
+    before the runs, torch needs none, and a failed build is left to its configuration's run."""
+    import threading
+    import time
+
+    import labkit.launch
+    from labkit.config import plan
+    from labkit.errors import CompileError
+    from labkit.runner import Runner
+    from labkit.sweeps import get_sweep
+
+    cfgs = get_sweep("tune-add-block").configs()
+    group = [c for c in cfgs if c.group == cfgs[0].group]
+    seen, threads = [], set()
+
+    def fake(op, v, axes=()):
+        threads.add(threading.get_ident())
+        time.sleep(0.05)
+        seen.append((v.name, tuple(axes)))
+        if dict(axes).get("block") == 1024:
+            raise CompileError("kernels/add.cu:1: error: too many threads")
+
+    monkeypatch.setattr(labkit.launch, "library_for", fake)
+    built = Runner().prebuild(group)
+    want = {(c.variant.name, tuple(c.axes)) for c in group if not c.variant.is_torch}
+    assert sorted(seen) == sorted(want) and len(threads) > 1
+    assert built == len(want) - sum(dict(a).get("block") == 1024 for _, a in want)
+    assert Runner().prebuild(plan("add", ["f32"], "f32", [(64, 64)])) == 0  # one library: nothing to gain

@@ -26,6 +26,11 @@ def test_rows_come_back_from_a_worker(pool1):
     assert rows[0]["pid"] != __import__("os").getpid()
 
 
+def test_a_group_is_prebuilt_in_the_worker_before_its_runs(pool1):
+    rows = run(configs(["ok", "slow"]), ResultLog(), pool1, progress=False)
+    assert [r["prebuilt"] for r in rows] == ["ok,slow"] * 2
+
+
 def test_a_killed_worker_costs_one_row_and_is_replaced(pool1):
     rows = run(configs(["ok", "die", "ok2"]), ResultLog(), pool1, progress=False)
     by = {r["variant"]: r for r in rows}

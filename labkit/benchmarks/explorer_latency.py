@@ -1,6 +1,6 @@
 """Explorer latency on a GPU: time from a control change to the redrawn plot, for configurations
 whose kernels are built (a new measurement) and for ones already measured (redraw only); also runs
-the labs top to bottom live with nbclient and times them.
+the labs (or those --labs names) top to bottom live with nbclient and times them.
     python -m labkit.benchmarks.explorer_latency --out results/<gpu>/explorer-latency.json"""
 from __future__ import annotations
 
@@ -50,12 +50,12 @@ def worker_overhead(n: int = 20) -> dict:
     return out
 
 
-def labs() -> dict:
+def labs(pattern: str = "*") -> dict:
     import nbformat
     from nbclient import NotebookClient
 
     out = {}
-    for nb_path in sorted(Path("labs").glob("*.ipynb")):
+    for nb_path in sorted(Path("labs").glob(f"{pattern}.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
         t0 = time.perf_counter()
         NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "labs"}}).execute()
@@ -67,6 +67,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out")
     ap.add_argument("--skip-labs", action="store_true")
+    ap.add_argument("--labs", default="*", help="which labs to run live (a glob of labs/*.ipynb, e.g. '07*')")
     a = ap.parse_args(argv)
     from labkit.device import provenance
 
@@ -76,7 +77,7 @@ def main(argv=None):
     print(f"control change -> plot, new measurement at {res['shape']}: median {res['median_new_s']:.2f} s "
           f"{[round(x, 2) for x in res['new_measurement_s']]}; redraw only: median {res['median_redraw_s']:.3f} s (goal <= 0.5 s)")
     if not a.skip_labs:
-        res["labs_s"] = labs()
+        res["labs_s"] = labs(a.labs)
         for k, v in res["labs_s"].items():
             print(f"{k}: ran top to bottom live in {v:.0f} s (goal <= 180 s)")
     if a.out:

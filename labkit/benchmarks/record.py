@@ -1,6 +1,7 @@
 """Re-record this GPU's shipped results, most important first, within a deadline:
 
     python -m labkit.benchmarks.record --deadline 540 --logs DIR [--pack FILE.tgz] [--skip STAGE ...]
+                                       [--only STAGE ...  (these, in this order)]
 
 Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, launch
 cost, kernel-time cost, access width, the zoo and tuning sweeps, the sanitizers, explorer and worker
@@ -38,16 +39,16 @@ def stages(budget: float) -> list:
         ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
                       "--budget-s", "{cap:120}"], 60),
         ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
-                       "--budget-s", "{cap:80}"], 45),
+                       "--budget-s", "{cap:150}"], 60),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
-        *[(z, [*cli, "sweep", z, "--in-process", "--budget", b], 15) for z in ZOO],
+        ("zoo", [*cli, "sweep", *ZOO, "--in-process", "--budget", b], 120),
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
         ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "1",
                               "--out", "{res}/kernel-time-cost.json"], 50),
-        ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--skip-labs",
-                              "--out", "{res}/explorer-latency.json"], 40),
+        ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",
+                              "--out", "{res}/explorer-latency.json"], 60),
         ("nsight-summary", [*cli, "profile", "add", "-v", "f16x8,f16x8_pack,torch", "-d", "f16", "-s", "4096x4096",
                             "1024x1024", "--mode", "cold", "hot", "--save", "{res}/nsight"], 60),
         ("dask", [*cli, "sweep", "softmax", "--cluster", "local-cuda", "-o", "{res}/dask-softmax.jsonl",
@@ -70,10 +71,19 @@ def pack(path: Path, res: Path, logs: Path) -> None:
     tmp.replace(path)
 
 
-def main(argv=None) -> dict:
-    from labkit.device import properties, provenance
-    from labkit.paths import results_dir
+def plan(a, ap) -> list:
+    """The stages to run: --only's, in its order, else all in theirs; less --skip's."""
+    todo = stages(a.budget)
+    names = [t[0] for t in todo]
+    unknown = [n for n in [*a.skip, *(a.only or [])] if n not in names]
+    if unknown:
+        ap.error(f"unknown stage(s) {unknown}; stages: {' '.join(names)}")
+    if a.only is not None:
+        todo = sorted((t for t in todo if t[0] in a.only), key=lambda t: a.only.index(t[0]))
+    return [t for t in todo if t[0] not in a.skip]
 
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--deadline", type=float, default=540, help="seconds for everything (default 540)")
     ap.add_argument("--budget", type=float, default=0.25, help="sampling seconds per configuration in sweeps")
@@ -81,16 +91,23 @@ def main(argv=None) -> dict:
     ap.add_argument("--pack", help="a .tgz of results/<gpu>/ and the logs, rewritten after every stage")
     ap.add_argument("--skip", nargs="*", default=[])
     ap.add_argument("--only", nargs="*", default=None)
+    return ap
+
+
+def main(argv=None) -> dict:
+    from labkit.device import properties, provenance
+    from labkit.paths import results_dir
+
+    ap = parser()
     a = ap.parse_args(argv)
+    todo = plan(a, ap)
     t_end = time.monotonic() + a.deadline
     logs = Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
     res = results_dir() / properties()["slug"]
     res.mkdir(parents=True, exist_ok=True)
     done = {"stages": [], **provenance()}
-    for name, cmd, need in stages(a.budget):
-        if name in a.skip or (a.only is not None and name not in a.only):
-            continue
+    for name, cmd, need in todo:
         left = t_end - time.monotonic()
         if left < need:
             done["stages"].append({"stage": name, "status": f"skipped: {left:.0f} s left, needs {need} s"})

@@ -1,0 +1,32 @@
+"""CPU half: the recording script's stage plan (what a device call runs, in which order)."""
+import pytest
+
+from labkit.benchmarks import record
+
+
+def _plan(*argv):
+    ap = record.parser()
+    return [t[0] for t in record.plan(ap.parse_args(["--logs", "x", *argv]), ap)]
+
+
+def test_stage_names_are_unique_and_all_run_by_default():
+    names = [t[0] for t in record.stages(0.25)]
+    assert len(names) == len(set(names)) and _plan() == names
+
+
+def test_only_runs_the_named_stages_in_the_order_named_less_skip():
+    assert _plan("--only", "zoo", "build", "tests") == ["zoo", "build", "tests"]
+    assert _plan("--only", "zoo", "build", "--skip", "build") == ["zoo"]
+
+
+def test_an_unknown_stage_is_refused_before_anything_runs(capsys):
+    with pytest.raises(SystemExit) as e:
+        _plan("--only", "buidl")
+    assert e.value.code == 2 and "unknown stage(s) ['buidl']" in capsys.readouterr().err
+
+
+def test_the_zoo_stage_runs_every_zoo_sweep_in_one_process():
+    from labkit.sweeps import SWEEPS
+
+    cmd = dict((n, c) for n, c, _ in record.stages(0.1))["zoo"]
+    assert set(record.ZOO) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(record.ZOO)] == record.ZOO
