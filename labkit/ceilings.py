@@ -121,6 +121,7 @@ def measure() -> dict:
     for mode in ("cold", "hot"):
         ev = timed(empty, mode, rule).summary.median * 1e6
         k = kernel_time(empty, mode)
+        k = k[0] if k else None
         floor[mode] = {"event_us": ev, "kernel_us": k * 1e6 if k else None,
                        "overhead_us": ev - k * 1e6 if k else ev}
     torch.cuda.synchronize()

@@ -16,7 +16,7 @@ from .errors import ConfigError, LabkitError
 
 KEY = ("op", "variant", "dtype", "shape", "mode")
 RULE = ("noise_target", "budget_s", "max_samples")
-COLUMNS = ["op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "overhead_us", "floor_us",
+COLUMNS = ["op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "kernels", "overhead_us", "floor_us",
            "host_bound", "q1_us", "q3_us", "min_us", "max_us", "samples", "noise", "stop_reason", "converged",
            "noise_target", "budget_s", "max_samples", "method", "batch", "blocking", "bytes", "gbps", "kernel_gbps",
            "pct_peak", "peak_gbps", "peak_ref", "pct_spec", "spec_gbps", "flops", "tflops", "pct_fma", "intensity",

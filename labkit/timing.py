@@ -339,8 +339,10 @@ def _gpu_events(body, reps):
                 torch.cuda.current_stream().synchronize()
     except RuntimeError:
         return None
-    ev = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
-    return sorted(ev, key=lambda e: e.time_range.start)
+    # kineto's raw records, not prof.events(): that builds a FunctionEvent tree of every runtime
+    # call, milliseconds per configuration that a sweep pays for nothing
+    ev = [e for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA]
+    return [e.duration_ns() * 1e-3 for e in sorted(ev, key=lambda e: e.start_ns())]
 
 
 def cupti_free() -> bool:
@@ -351,12 +353,12 @@ def cupti_free() -> bool:
     return not os.environ.get("CUDA_INJECTION64_PATH")
 
 
-def kernel_time(fn, mode: str = "cold", reps: int = 10) -> float | None:
-    """Median GPU time of `fn`'s own kernels (and memsets/copies) per call, in seconds, from CUPTI
-    activity records through torch.profiler: what Nsight Systems reports as kernel durations,
-    without the per-launch overhead that event timing includes. Cold calls follow an L2 flush, as in
-    `measure`; the flush's own kernels (counted once per process) are left out. None when the
-    profiler records nothing usable (e.g. CUPTI already taken by another tool)."""
+def kernel_time(fn, mode: str = "cold", reps: int = 10) -> tuple[float, int] | None:
+    """(median GPU time of `fn`'s own kernels (and memsets/copies) per call in seconds, how many
+    of them one call runs), from CUPTI activity records through torch.profiler: what Nsight Systems
+    reports as kernel durations, without the per-launch overhead that event timing includes. Cold
+    calls follow an L2 flush, as in `measure`; the flush's own kernels (counted once per process)
+    are left out. None when the profiler records nothing usable (e.g. CUPTI taken by another tool)."""
     check_mode(mode)
     if mode == "cold":
         dev = _flush_buffer()[0].device
@@ -374,5 +376,5 @@ def kernel_time(fn, mode: str = "cold", reps: int = 10) -> float | None:
     if per != int(per) or per <= n_pre:
         return None
     per, n_pre = int(per), int(n_pre)
-    times = [sum(e.time_range.elapsed_us() for e in ev[i * per + n_pre:(i + 1) * per]) for i in range(reps)]
-    return float(np.median(times)) * 1e-6
+    times = [sum(ev[i * per + n_pre:(i + 1) * per]) for i in range(reps)]
+    return float(np.median(times)) * 1e-6, per - n_pre

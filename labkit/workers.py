@@ -38,6 +38,11 @@ class WorkerError(LabkitError):
 def _child(conn, gpu, runner_spec, env):
     """The worker's main: pin the GPU (by UUID: CUDA's own numbering may differ from the host's),
     then serve ('run', title, cfg) until ('stop',)."""
+    import signal
+
+    # Ctrl-C (or a notebook's interrupt, or nbclient's shutdown) is the parent's to handle: it stops
+    # the run between configurations; a worker never dies mid-measurement of it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = gpu["uuid"]
         os.environ["LABKIT_GPU_INDEX"] = str(gpu["index"])

@@ -42,10 +42,10 @@ def valid_call(op_name, variant=None, dtype=None, shape=None, offset=0):
 @pytest.fixture
 def no_launch(monkeypatch):
     """Any launcher reached fails the test: a bad call must raise before it."""
-    def launcher(o, v):
+    def launcher(o, v, axes=()):
         raise AssertionError(f"{o.name} {v.name}: a launcher was reached with bad inputs")
 
-    monkeypatch.setattr(calls, "_launcher", launcher)
+    monkeypatch.setattr(calls, "launcher_for", launcher)
 
 
 @pytest.mark.parametrize("k", range(len(bad_calls())), ids=[f"{c[0]}-{c[1]}-{k}" for k, c in enumerate(bad_calls())])
@@ -53,7 +53,7 @@ def test_bad_calls_raise_before_any_launch_and_the_context_survives(monkeypatch,
     op, variant, make, params, match = bad_calls()[k]
     inputs = make()
     with monkeypatch.context() as m:
-        m.setattr(calls, "_launcher", lambda o, v: pytest.fail(f"{o.name} {v.name}: launched with bad inputs"))
+        m.setattr(calls, "launcher_for", lambda o, v, axes=(): pytest.fail(f"{o.name} {v.name}: launched with bad inputs"))
         with pytest.raises(ConfigError, match=match):
             labkit.call(op, variant, *inputs, **params)
     torch.cuda.synchronize()

@@ -135,6 +135,16 @@ def test_host_bound_rule(time_us, kernel_us, floor, expected):
     assert host_bound(time_us, kernel_us, floor) is expected
 
 
+@pytest.mark.parametrize("time_us,kernel_us,floor,kernels,expected", [
+    (17.28, 13.01, 2.75, 1, True),   # H100 softmax f32 1M (two kernels) judged as one: flagged
+    (17.28, 13.01, 2.75, 2, False),  # the gap between its two kernels is allowed one more floor
+    (55.39, 48.99, 2.75, 2, False),  # torch.dot f32 16M: kernel + reduction
+    (25.00, 13.01, 2.75, 3, True),   # 12 µs over three kernels: still more than three floors
+])
+def test_host_bound_allows_one_floor_per_kernel(time_us, kernel_us, floor, kernels, expected):
+    assert host_bound(time_us, kernel_us, floor, kernels) is expected
+
+
 class FakeBlocker:
     """The harness's blocking kernel, as seen from Python: block, release, timed_out."""
 

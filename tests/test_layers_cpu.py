@@ -103,3 +103,22 @@ def test_import_labkit_does_not_import_torch():
     code = "import sys, labkit; labkit.catalog(); assert 'torch' not in sys.modules, 'torch was imported'"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_gpu_tests_patch_names_that_exist():
+    """A GPU test that monkeypatches a renamed function only fails on the GPU machine: check here
+    that every `setattr(<labkit module>, "name", ...)` in the GPU half names an attribute that exists."""
+    import importlib
+    import re
+
+    found = 0
+    for path in sorted(Path(__file__).parent.glob("test_*gpu*.py")):
+        text = path.read_text()
+        aliases = {m[1] or m[0].rsplit(".", 1)[-1]: m[0]
+                   for m in re.findall(r"^from labkit import (\w+)(?: as (\w+))?$", text, re.M)}
+        aliases = {a: f"labkit.{m}" for a, m in aliases.items()}
+        for mod, name in re.findall(r"setattr\((\w+), \"(\w+)\"", text):
+            if mod in aliases:
+                found += 1
+                assert hasattr(importlib.import_module(aliases[mod]), name), f"{path.name}: {mod}.{name} does not exist"
+    assert found >= 2

@@ -2,7 +2,8 @@
 
 Each path enqueues N launches of add f16x8_pack at a small shape while the GPU is held by the
 blocking kernel, so the host time measured is the enqueue cost alone (no queue back-pressure, no
-GPU time), median over repetitions:
+GPU time). The paths take turns, repetition by repetition, so a host that slows down for a moment
+(another process, clock changes) slows all of them alike; each path's median over repetitions:
 
     python -m labkit.benchmarks.launch_cost --out results/<gpu>/launch-cost.json
 
@@ -19,22 +20,25 @@ from . import write_json
 N, REPS = 200, 15
 
 
-def host_us(fn, n=N, reps=REPS) -> float:
+def host_us(paths: dict, n=N, reps=REPS) -> dict:
+    """{name: (median, min, max) host µs per launch} of each path (a no-argument callable)."""
     import torch
 
     from labkit.timing import blocked
 
-    fn()
+    for fn in paths.values():
+        fn()
     torch.cuda.synchronize()
-    per = []
+    per: dict = {k: [] for k in paths}
     for _ in range(reps):
-        with blocked():
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            per.append((time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(per)
+        for k, fn in paths.items():  # interleaved: one repetition of each path in turn
+            with blocked():
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    fn()
+                per[k].append((time.perf_counter() - t0) / n * 1e6)
+            torch.cuda.synchronize()
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in per.items()}
 
 
 def main(argv=None) -> dict:
@@ -54,18 +58,20 @@ def main(argv=None) -> dict:
     x = torch.randn(shape, device="cuda", dtype=torch.float16)
     y, z = torch.randn_like(x), torch.empty_like(x)
     launch = launcher_for(op, op.variant("f16x8_pack")).prepare([x, y, z])
-    res = {
-        "labkit_prepared_us": host_us(launch),
-        "labkit_call_us": host_us(lambda: labkit.call("add", "f16x8_pack", x, y)),
-        "torch_add_out_us": host_us(lambda: torch.add(x, y, out=z)),
-        "torch_add_us": host_us(lambda: torch.add(x, y)),
-    }
+    costs = host_us({
+        "labkit_prepared_us": launch,
+        "labkit_call_us": lambda: labkit.call("add", "f16x8_pack", x, y),
+        "torch_add_out_us": lambda: torch.add(x, y, out=z),
+        "torch_add_us": lambda: torch.add(x, y),
+    })
+    res = {k: c[0] for k, c in costs.items()}
+    res["range_us"] = {k: [c[1], c[2]] for k, c in costs.items()}
     res["prepared_vs_torch_out"] = res["labkit_prepared_us"] / res["torch_add_out_us"]
     res["call_vs_torch"] = res["labkit_call_us"] / res["torch_add_us"]
     res.update(config=f"add f16x8_pack {op.format_shape(shape)}", launches=N, reps=REPS,
                goals={"prepared_vs_torch_out": 1.2, "call_vs_torch": 2.0}, **provenance())
     for k in ("labkit_prepared_us", "labkit_call_us", "torch_add_out_us", "torch_add_us"):
-        print(f"{k:22} {res[k]:7.2f} µs per launch (host)")
+        print(f"{k:22} {res[k]:7.2f} µs per launch (host; {costs[k][1]:.2f} .. {costs[k][2]:.2f})")
     print(f"prepared / torch(out=) {res['prepared_vs_torch_out']:.2f} (goal <= 1.2); "
           f"call / torch {res['call_vs_torch']:.2f} (goal <= 2.0)")
     write_json(a.out, res)
