@@ -30,3 +30,19 @@ def test_the_zoo_stage_runs_every_zoo_sweep_in_one_process():
 
     cmd = dict((n, c) for n, c, _ in record.stages(0.1))["zoo"]
     assert set(record.ZOO) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(record.ZOO)] == record.ZOO
+
+
+def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
+    import sys
+    import time
+
+    from labkit.benchmarks.gpu_tests import run_step, summary
+
+    body = ("import time\nprint('collected', flush=True)\ntry:\n    time.sleep(60)\n"
+            "except KeyboardInterrupt:\n    print('==== 3 passed in 1.00s ====')\n")
+    t0 = time.monotonic()
+    out, rc = run_step([sys.executable, "-c", body], timeout=4, grace=3)
+    assert rc == "timeout" and time.monotonic() - t0 < 10
+    assert summary(out, "memcheck") == "3 passed in 1.00s; memcheck: no report"
+    out, rc = run_step([sys.executable, "-c", "print('==== 5 passed in 2s ====')"], timeout=30)
+    assert rc == 0 and summary(out, "tests") == "5 passed in 2s"

@@ -5,12 +5,15 @@
 writes results/<gpu>/tests.json (each command, its summary line, exit code and seconds, with the
 GPU, driver, date and commit) and each step's full log into DIR. Timing-sensitive tests run alone
 first; the correctness tests then run in parallel (pytest-xdist) since they time nothing. A step that
-outlives its share of the budget is stopped and recorded as such, never as passed."""
+outlives its share of the budget is interrupted (SIGINT to its process group: pytest prints what
+passed so far and the sanitizer its summary of what ran) and recorded as stopped, never as passed."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +55,24 @@ def summary(log: str, step: str, reports=()) -> str:
     return out
 
 
+def run_step(argv: list, timeout: float, grace: float = 45) -> tuple[str, int | str]:
+    """(output, exit code or 'timeout'). At the timeout the step's process group gets SIGINT, as
+    Ctrl-C would: pytest stops, prints its summary of what ran, and the sanitizer its report, within
+    `grace` seconds (then SIGKILL)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=max(1.0, timeout - grace))
+        return out, p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGINT)
+        try:
+            out, _ = p.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+        return out, "timeout"
+
+
 def main(argv=None) -> dict:
     from labkit.device import properties, provenance
     from labkit.paths import results_dir
@@ -78,12 +99,7 @@ def main(argv=None) -> dict:
             continue
         t0 = time.monotonic()
         argv_ = [x.replace("{logs}", str(logs)) for x in STEPS[step]]
-        try:
-            p = subprocess.run(argv_, capture_output=True, text=True, timeout=left)
-            log, rc = p.stdout + p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            log = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
-            rc = "timeout"
+        log, rc = run_step(argv_, left)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
         reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
         line = summary(log, step, reports) + (f" (stopped after {left:.0f} s)" if rc == "timeout" else "")
