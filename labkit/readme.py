@@ -176,7 +176,8 @@ def block_tests(root, args) -> str:
         t = _json(d / "tests.json")
         for run in (t or {}).get("runs", []):
             note = f" ({run['note']})" if run.get("note") else ""
-            rows.append([t["gpu"], f"`{run['command']}`", run["summary"] + note, t["date"][:10], t["commit"]])
+            rows.append([t["gpu"], f"`{run['command']}`", run["summary"] + note, run.get("date", t["date"])[:10],
+                         run.get("commit", t["commit"])])
     return _table(["GPU", "command", "result", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 

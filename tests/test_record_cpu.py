@@ -43,6 +43,30 @@ def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
     t0 = time.monotonic()
     out, rc = run_step([sys.executable, "-c", body], timeout=4, grace=3)
     assert rc == "timeout" and time.monotonic() - t0 < 10
-    assert summary(out, "memcheck") == "3 passed in 1.00s; memcheck: no report"
+    assert summary(out, "memcheck") == ("3 passed in 1.00s; memcheck: no final summary (interrupted), "
+                                       "0 errors or hazards reported before that")
     out, rc = run_step([sys.executable, "-c", "print('==== 5 passed in 2s ====')"], timeout=30)
     assert rc == 0 and summary(out, "tests") == "5 passed in 2s"
+
+
+def test_tests_json_keeps_per_step_the_newest_run_and_the_newest_pass():
+    from labkit.benchmarks.gpu_tests import merge
+
+    def f(date, commit, *runs):
+        return {"gpu": "G", "date": date, "commit": commit,
+                "runs": [{"step": s, "summary": s, "returncode": rc} for s, rc in runs]}
+
+    m = merge([f("2026-11-01", "a", ("timing", 0), ("memcheck", 0)),
+               f("2026-11-02", "b", ("tests", 1)),
+               f("2026-11-03", "c", ("tests", 0), ("memcheck", "timeout"))])
+    got = [(r["step"], r["commit"], r["returncode"]) for r in m["runs"]]
+    assert got == [("timing", "a", 0), ("tests", "c", 0), ("memcheck", "a", 0), ("memcheck", "c", "timeout")]
+    assert m["commit"] == "c" and m["date"] == "2026-11-03"
+
+
+def test_an_interrupted_sanitizer_run_counts_what_it_reported():
+    from labkit.benchmarks.gpu_tests import summary
+
+    report = ("========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at k+0x90\n"
+              "=========     and Read access at k+0x120 [16 hazards]\n")
+    assert summary("100 passed in 9s", "racecheck", [report]).endswith("1 errors or hazards reported before that")

@@ -1,9 +1,11 @@
 """The GPU half of the tests and the sanitizer runs, with their summary lines recorded:
 
     python -m labkit.benchmarks.gpu_tests --logs DIR [--steps tests memcheck racecheck] [--budget-s 420]
+    python -m labkit.benchmarks.gpu_tests --merge A/tests.json B/tests.json --out tests.json
 
-writes results/<gpu>/tests.json (each command, its summary line, exit code and seconds, with the
-GPU, driver, date and commit) and each step's full log into DIR. Timing-sensitive tests run alone
+writes results/<gpu>/tests.json (each command, its summary line, exit code, seconds, commit and
+date, with the GPU and driver; merged with the file's earlier runs: per step the newest run and,
+when that one did not pass, the newest that did) and each step's full log into DIR. Timing-sensitive tests run alone
 first; the correctness tests then run in parallel (pytest-xdist) since they time nothing. A step that
 outlives its share of the budget is interrupted (SIGINT to its process group: pytest prints what
 passed so far and the sanitizer its summary of what ran) and recorded as stopped, never as passed."""
@@ -47,7 +49,10 @@ def summary(log: str, step: str, reports=()) -> str:
     texts = [log, *reports]
     if step in ("memcheck", "racecheck"):
         errors = [int(m) for t in texts for m in re.findall(r"^=+ ERROR SUMMARY: (\d+) error", t, re.M)]
-        out += f"; {step}: {sum(errors)} errors in {len(errors)} process reports" if errors else f"; {step}: no report"
+        # reports are printed as they are found: an interrupted run without its summary still tells
+        seen = sum(len(re.findall(r"^=+ (?:Invalid|Error|Race reported|Warning)", t, re.M)) for t in texts)
+        out += (f"; {step}: {sum(errors)} errors in {len(errors)} process reports" if errors else
+                f"; {step}: no final summary (interrupted), {seen} errors or hazards reported before that")
     if step == "racecheck":
         hz = [int(m) for t in texts for m in re.findall(r"^=+ RACECHECK SUMMARY: (\d+) hazard", t, re.M)]
         if hz:
@@ -78,39 +83,68 @@ def main(argv=None) -> dict:
     from labkit.paths import results_dir
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--logs", required=True, help="folder for the full logs")
+    ap.add_argument("--logs", help="folder for the full logs")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
     ap.add_argument("--budget-s", type=float, default=420, help="seconds for all steps together")
+    ap.add_argument("--merge", nargs="+", metavar="TESTS_JSON",
+                    help="instead of running: merge these tests.json files of one GPU (from several calls) into --out")
+    ap.add_argument("--out", help="with --merge: the merged file")
     a = ap.parse_args(argv)
+    if a.merge:
+        files = [json.loads(Path(f).read_text()) for f in a.merge]
+        if len({f["gpu"] for f in files}) != 1:
+            ap.error("--merge takes the files of one GPU")
+        res = merge(files)
+        Path(a.out).write_text(json.dumps(res, indent=1, default=str))
+        return res
+    if not a.logs:
+        ap.error("--logs is required (where the full logs go)")
     logs = Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
     out = results_dir() / properties()["slug"] / "tests.json"
-    res = {"runs": [], **provenance()}
-    if out.exists():  # keep the other steps' records from an earlier run at the same commit
-        old = json.loads(out.read_text())
-        if old.get("commit") == res["commit"]:
-            res["runs"] = [r for r in old.get("runs", []) if r["step"] not in a.steps]
+    prov = provenance()
+    runs = []
     t_end = time.monotonic() + a.budget_s
     for step in a.steps:
         left = t_end - time.monotonic()
         if left < 20:
-            res["runs"].append({"step": step, "command": " ".join(STEPS[step]), "summary": "not run: no time left",
-                                "returncode": None, "seconds": 0})
+            runs.append({"step": step, "command": " ".join(STEPS[step]), "summary": "not run: no time left",
+                         "returncode": None, "seconds": 0, "commit": prov["commit"], "date": prov["date"]})
             continue
         t0 = time.monotonic()
         argv_ = [x.replace("{logs}", str(logs)) for x in STEPS[step]]
         log, rc = run_step(argv_, left)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
         reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
-        line = summary(log, step, reports) + (f" (stopped after {left:.0f} s)" if rc == "timeout" else "")
+        line = summary(log, step, reports) + (f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else "")
         cmd = " ".join(x if x != PY else "python" for x in STEPS[step])
-        res["runs"].append({"step": step, "command": cmd, "summary": line, "returncode": rc,
-                            "seconds": round(time.monotonic() - t0, 1)})
+        runs.append({"step": step, "command": cmd, "summary": line, "returncode": rc,
+                     "seconds": round(time.monotonic() - t0, 1), "commit": prov["commit"], "date": prov["date"]})
         print(f"{step}: {line} [{time.monotonic() - t0:.0f} s]", flush=True)
-    res["runs"].sort(key=lambda r: list(STEPS).index(r["step"]))
+    old = [json.loads(out.read_text())] if out.exists() else []
+    res = merge([*old, {"runs": runs, **prov}])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1, default=str))
     return res
+
+
+def merge(files: list) -> dict:
+    """One tests.json of one GPU from several (oldest first): per step the newest run and, when that
+    one did not pass, the newest that did, each with its own commit and date."""
+    runs = [dict(r, commit=r.get("commit", f["commit"]), date=r.get("date", f["date"]))
+            for f in files for r in f.get("runs", [])]
+    runs.sort(key=lambda r: r["date"])
+    keep = []
+    for step in STEPS:
+        mine = [r for r in runs if r["step"] == step]
+        if not mine:
+            continue
+        keep.append(mine[-1])
+        passed = [r for r in mine if r["returncode"] == 0]
+        if mine[-1]["returncode"] != 0 and passed:
+            keep.insert(-1, passed[-1])
+    newest = max(files, key=lambda f: f["date"])
+    return {**{k: v for k, v in newest.items() if k != "runs"}, "runs": keep}
 
 
 if __name__ == "__main__":
