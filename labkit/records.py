@@ -123,6 +123,23 @@ class ResultLog:
 def load_rows(path: str | Path) -> list:
     """Rows of a .jsonl / .json / .csv results file. A malformed .jsonl line is skipped with a
     warning naming the file and line."""
+    return [_loop_energy(r) for r in _load(path)]
+
+
+def _loop_energy(row: dict) -> dict:
+    """A row whose energy was divided over a timed loop (idle time between samples included: see
+    labkit.energy.sustained) keeps that figure as `loop_energy_per_sample_j`, never as energy per
+    launch or GB/J."""
+    from .energy import per_launch
+
+    if row.get("energy_per_launch_j") and not per_launch(row):
+        row = dict(row, loop_energy_per_sample_j=row["energy_per_launch_j"])
+        row.pop("energy_per_launch_j")
+        row.pop("gb_per_j", None)
+    return row
+
+
+def _load(path) -> list:
     path = Path(path)
     if path.suffix == ".jsonl":
         rows = []

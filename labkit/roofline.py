@@ -216,9 +216,10 @@ def _dicts(rows) -> list[dict]:
     return [dict(r) for r in rows]
 
 
-def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None) -> dict:
-    """A recorded GPU's facts: the entry of results/<slug>/device.json (the one of `gpu` when it
-    holds several). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
+def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref: str | None = None) -> dict:
+    """A recorded GPU's facts: the entry of results/<slug>/device.json that `ref` (a row's
+    peak_ref) names, else the newest of `gpu` (several physical GPUs of one model can have
+    measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
     datasheet, and as the floor per mode the smallest event time among `rows` (that GPU's recorded
     rows, a DataFrame), an upper bound of the launch floor; `notes` says what is missing."""
     from .ceilings import facts_file
@@ -229,11 +230,13 @@ def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None) -> d
         devices = json.loads(facts_file(slug, root).read_text()).get("devices", {})
     except (OSError, ValueError):
         devices = {}
-    entry = next((e for e in devices.values() if gpu and e.get("gpu") == gpu), None) or \
-        (next(iter(devices.values())) if len(devices) == 1 else None)
+    def ref_of(e):
+        return f"{slug}/device.json#{str(e.get('uuid', ''))[:13]}@{str(e.get('date', ''))[:10]}"
+
+    mine = sorted((e for e in devices.values() if not gpu or e.get("gpu") == gpu), key=lambda e: str(e.get("date")))
+    entry = next((e for e in mine if ref and ref_of(e) == ref), None) or (mine[-1] if mine else None)
     if entry:
-        uuid, date = str(entry.get("uuid", ""))[:13], str(entry.get("date", ""))[:10]
-        return {**entry, "ref": f"{slug}/device.json#{uuid}@{date}"}
+        return {**entry, "ref": ref_of(entry)}
     dev = {"gpu": gpu, "spec": spec(gpu or ""), "floor": {}}
     ok = rows[rows["status"] == "ok"] if rows is not None and len(rows) else None
     try:

@@ -160,7 +160,7 @@ def _recorded(o, v, variant_s, shape, gpu, notes):
     r0 = next(iter(rows.values()))
     notes.append(f"recorded on {r0.get('gpu')} (driver {r0.get('driver')}), commit {r0.get('commit')}, "
                  f"{str(r0.get('date'))[:10]}, results/{slug}/{r0.get('sweep')}.jsonl")
-    dev = recorded_facts(slug, r0.get("gpu"), df[df["slug"] == slug])
+    dev = recorded_facts(slug, r0.get("gpu"), df[df["slug"] == slug], ref=r0.get("peak_ref"))
     notes += dev.get("notes", [])
     return rows, dev, shape_s, dev.get("arch") or _arch_of(r0.get("gpu"), notes)
 

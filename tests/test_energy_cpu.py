@@ -163,3 +163,41 @@ def test_sampler_restarts_cleanly():
 def test_module_interface_kept():
     # timing.py and the runner call these names
     assert callable(energy.Sampler.start) and callable(energy.Sampler.stop) and callable(energy.summarize)
+
+
+# ---- energy per launch: the launches back to back ------------------------------------------------
+def test_back_to_back_energy_is_the_launches_own():
+    from labkit.energy import back_to_back, per_launch
+
+    calls = []
+
+    def replay():
+        calls.append(1)
+        time.sleep(0.01)
+
+    meter = Sampler(period_s=0.002, nv=FakeNVML(), handle="h", sync=lambda: None)
+    out = back_to_back(replay, reps=5, batch=10, meter=meter)
+    assert len(calls) == 6  # one replay before the counter starts (graph upload, clocks)
+    assert out["energy_scope"] == "50 back-to-back launches" and per_launch(out)
+    assert out["power_w"] == pytest.approx(250.0, rel=0.05) and "power_polled_w" in out  # the counter's mean
+    assert out["energy_per_launch_j"] == pytest.approx(250.0 * out["loop_s"] / 50, rel=0.05)
+
+
+def test_sustained_without_nvml_says_why_and_launches_nothing(monkeypatch):
+    from labkit.energy import sustained
+
+    meter = Sampler(nv=None, handle=None)
+    assert sustained(lambda: pytest.fail("launched"), meter=meter)["nvml"].startswith("unavailable")
+
+
+def test_loop_energy_of_older_rows_is_never_shown_as_energy_per_launch(tmp_path):
+    from labkit.records import load_rows, save
+
+    old = {"op": "add", "variant": "f16x8", "energy_per_launch_j": 0.03, "gb_per_j": 3.4,
+           "energy_scope": "timed loop incl. L2 flushes"}
+    new = {**old, "variant": "f16x8_pack", "energy_per_launch_j": 1e-5, "gb_per_j": 9.0,
+           "energy_scope": "9000 back-to-back launches"}
+    rows = load_rows(save([old, new], tmp_path / "rows.jsonl"))
+    assert "energy_per_launch_j" not in rows[0] and "gb_per_j" not in rows[0]
+    assert rows[0]["loop_energy_per_sample_j"] == 0.03
+    assert rows[1]["energy_per_launch_j"] == 1e-5 and rows[1]["gb_per_j"] == 9.0

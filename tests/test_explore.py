@@ -68,7 +68,7 @@ class FakeExecutor:
             row.update(flops=flops, tflops=tflops, intensity=flops / nbytes, pct_fma=100 * tflops / 60.0)
         if self.energy:
             j = 400.0 * t_us * 1e-6
-            row.update(energy_per_launch_j=j, gb_per_j=nbytes / 1e9 / j, power_w=400.0)
+            row.update(energy_per_launch_j=j, gb_per_j=nbytes / 1e9 / j, power_w=400.0, energy_scope="2000 back-to-back launches")
         return row
 
     def close(self):

@@ -103,7 +103,8 @@ def _row(c, energy=False):
     if o.flops:
         r.update(flops=o.flops(c.shape, c.dtype), tflops=o.flops(c.shape, c.dtype) / t / 1e6)
     if energy:
-        r.update(power_w=400.0, energy_per_launch_j=400 * t * 1e-6, gb_per_j=nb / 1e9 / (400 * t * 1e-6))
+        r.update(power_w=400.0, energy_per_launch_j=400 * t * 1e-6, gb_per_j=nb / 1e9 / (400 * t * 1e-6),
+                 energy_scope="2000 back-to-back launches")
     return r
 
 
