@@ -39,7 +39,7 @@ def stages(budget: float) -> list:
         ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
                       "--budget-s", "{cap:240}"], 60),
         ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
-                       "--budget-s", "{cap:200}"], 60),
+                       "--budget-s", "{cap:320}"], 60),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
         ("zoo", [*cli, "sweep", *ZOO, "--in-process", "--budget", b], 120),
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
