@@ -128,6 +128,7 @@ class Worker:
             raise WorkerError(f"the worker for GPU {gpu['index'] if gpu else 0} did not start: "
                               f"{msg[1] if msg else 'no answer in %d s' % start_timeout_s}\n{detail}".strip())
         self.identity = msg[1]
+        self.owed = False
 
     def _recv(self, timeout, what):
         if self.conn.poll(timeout):
@@ -153,6 +154,19 @@ class Worker:
             self.conn.send(request)
         except (BrokenPipeError, OSError):
             return ("dead", f"the worker had exited (code {self.proc.exitcode})")
+        try:
+            return self._answer(phase_timeout_s)
+        except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
+            self.owed = True
+            raise
+
+    def settle(self) -> None:
+        """After an interrupted wait: read (and drop) the answer the worker still owes, so the next
+        request gets its own answer, not the last one's."""
+        self._answer(PHASE_TIMEOUT_S)
+        self.owed = False
+
+    def _answer(self, phase_timeout_s) -> tuple:
         phase = "compile"
         while True:
             limit = COMPILE_TIMEOUT_S if phase == "compile" else phase_timeout_s
@@ -218,6 +232,8 @@ class WorkerPool:
 
     def _worker(self, gpu) -> Worker:
         w = self.workers.get(gpu)
+        if w is not None and w.owed:
+            w.settle()  # a hung worker is killed here, and replaced below
         if w is None or not w.alive():
             if w is not None:
                 self.restarts += 1

@@ -1,6 +1,6 @@
 """Stand-ins for labkit.runner.Runner in worker processes, so the worker protocol, the --gpus
 split and the Dask path are tested without a GPU. The variant's name says what to do:
-ok (a row), slow (sleeps a little), hang (never answers), die (the process is killed), lost (a
+ok (a row), slow / slower (sleep 0.05 / 0.6 s), hang (never answers), die (the process is killed), lost (a
 CUDA context that did not survive), boom (an unexpected Python error)."""
 import os
 import signal
@@ -33,6 +33,8 @@ class FakeRunner:
                "prebuilt": ",".join(sorted(self.built))}
         if name == "slow":
             time.sleep(0.05)
+        elif name == "slower":
+            time.sleep(0.6)
         elif name == "hang":
             time.sleep(3600)
         elif name == "die":

@@ -31,6 +31,28 @@ def test_a_group_is_prebuilt_in_the_worker_before_its_runs(pool1):
     assert [r["prebuilt"] for r in rows] == ["ok,slow"] * 2
 
 
+def test_ctrl_c_stops_the_run_and_the_next_run_gets_its_own_rows(pool1):
+    """Ctrl-C reaches the parent (workers ignore SIGINT and finish their configuration); the answer
+    the worker still owes is read and dropped before the next request."""
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            run(configs(["slower", "ok"]), ResultLog(), pool1, progress=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert pool1.workers[0].alive() and pool1.workers[0].owed
+    rows = run(configs(["ok", "slow"], shapes=[(128, 64)]), ResultLog(), pool1, progress=False)
+    assert [(r["variant"], r["shape"]) for r in rows] == [("ok", "128x64"), ("slow", "128x64")]
+    assert pool1.restarts == 0 and not pool1.workers[0].owed
+
+
 def test_a_killed_worker_costs_one_row_and_is_replaced(pool1):
     rows = run(configs(["ok", "die", "ok2"]), ResultLog(), pool1, progress=False)
     by = {r["variant"]: r for r in rows}
