@@ -154,6 +154,11 @@ def library_for(op, v, axes=()):
 _launchers: dict = {}
 
 
+def resolved(op, v, axes=()) -> bool:
+    """Whether this process already holds the variant's launcher (its library built and loaded)."""
+    return (op.name, v, tuple(axes)) in _launchers
+
+
 def launcher_for(op, v, axes=()) -> Launcher:
     """The variant's launcher, resolved once per process (an inline variant's source path names its
     content, so an edited cell is a new key)."""

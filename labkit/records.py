@@ -123,15 +123,15 @@ class ResultLog:
 def load_rows(path: str | Path) -> list:
     """Rows of a .jsonl / .json / .csv results file. A malformed .jsonl line is skipped with a
     warning naming the file and line."""
-    return [_loop_energy(r) for r in _load(path)]
+    from .energy import per_launch
+
+    return [_loop_energy(r, per_launch) for r in _load(path)]
 
 
-def _loop_energy(row: dict) -> dict:
+def _loop_energy(row: dict, per_launch) -> dict:
     """A row whose energy was divided over a timed loop (idle time between samples included: see
     labkit.energy.sustained) keeps that figure as `loop_energy_per_sample_j`, never as energy per
     launch or GB/J."""
-    from .energy import per_launch
-
     if row.get("energy_per_launch_j") and not per_launch(row):
         row = dict(row, loop_energy_per_sample_j=row["energy_per_launch_j"])
         row.pop("energy_per_launch_j")

@@ -81,7 +81,11 @@ class Runner:
         fails is left to its configuration's own run, which records the compile error."""
         from concurrent.futures import ThreadPoolExecutor
 
-        need = {(c.spec.name, c.variant, tuple(c.axes)): c for c in configs if not c.variant.is_torch}
+        from .launch import resolved
+
+        # a launcher this process already holds needs nothing (a sweep's later groups)
+        need = {(c.spec.name, c.variant, tuple(c.axes)): c for c in configs
+                if not c.variant.is_torch and not resolved(c.spec, c.variant, c.axes)}
         if len(need) < 2:
             return 0
         self.phase("compile")

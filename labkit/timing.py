@@ -49,7 +49,7 @@ class Measurement:
     timeouts: int        # groups discarded because the blocking kernel timed out
     sm_clock_mhz: int | None
     throttled: bool
-    energy: dict | None = None  # NVML power/energy over the timed loop (labkit.energy)
+    energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
 
 
 def check_mode(mode: str) -> str:
@@ -201,7 +201,8 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     """Time `fn()`, which launches GPU work on the current stream (triton's `do_bench`
     counterpart): warm-up, then samples until the stop rule says so. With `ranges`, the warm-up
     and the timed loop sit in NVTX ranges 'warmup' and 'timed <mode>'. With `energy`, NVML power
-    and energy over the timed loop are added (`Measurement.energy`)."""
+    clocks over the timed loop and energy per launch from the launches back to back (in an NVTX
+    range 'energy' of its own) are added (`Measurement.energy`)."""
     from .ranges import nvtx_range
 
     check_mode(mode)
@@ -210,7 +211,18 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     with phase("warmup"):
         _warmup(fn, warmup_s, mode)
     with phase(f"timed {mode}"):
-        return _measure(fn, mode, rule, hot_target_s, energy)
+        m = _measure(fn, mode, rule, hot_target_s, energy)
+    if m.energy and m.energy.get("nvml") == "ok":
+        # clocks and throttling from the timed loop; energy from the launches back to back (see
+        # energy.sustained), after the timed loop and in a range of its own
+        from .energy import sustained
+
+        with phase("energy"):
+            b2b = sustained(fn)
+        keep = {k: v for k, v in m.energy.items() if k.startswith(("sm_clock", "temp", "nvml"))}
+        m.energy = {**b2b, **keep, "throttled": bool(m.energy.get("throttled") or b2b.get("throttled"))}
+        m.throttled = m.throttled or m.energy["throttled"]
+    return m
 
 
 def _warmup(fn, warmup_s: float, mode: str) -> None:
@@ -297,12 +309,6 @@ def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
     # cold loops hold the L2 flushes between samples too: the rows say what the energy covers
     scope = "timed loop incl. L2 flushes" if mode == "cold" else "graph replays"
     power = meter.stop(launches=len(samples) * batch, scope=scope) if meter else None
-    if power and power.get("nvml") == "ok":  # clocks and throttling from the timed loop, energy from
-        from .energy import sustained       # the launches back to back (see energy.sustained)
-
-        b2b = sustained(fn)
-        keep = {k: v for k, v in power.items() if k.startswith(("sm_clock", "temp", "nvml"))}
-        power = {**b2b, **keep, "throttled": bool(power.get("throttled") or b2b.get("throttled"))}
     clock1, thr1 = sm_clock()
     clock = clock1 if clock1 is not None else clock0
     if power and power.get("throttled"):

@@ -70,3 +70,20 @@ def test_an_interrupted_sanitizer_run_counts_what_it_reported():
     report = ("========= COMPUTE-SANITIZER\n========= Error: Race reported between Write access at k+0x90\n"
               "=========     and Read access at k+0x120 [16 hazards]\n")
     assert summary("100 passed in 9s", "racecheck", [report]).endswith("1 errors or hazards reported before that")
+
+
+def test_gpu_tests_refuses_merging_two_gpus_and_a_run_without_logs(tmp_path, capsys):
+    import json
+
+    from labkit.benchmarks import gpu_tests
+
+    files = []
+    for k, gpu in enumerate(("NVIDIA H100 80GB HBM3", "NVIDIA H200")):
+        files.append(tmp_path / f"t{k}.json")
+        files[-1].write_text(json.dumps({"gpu": gpu, "date": "2026-11-23", "commit": "c", "runs": []}))
+    with pytest.raises(SystemExit) as e:
+        gpu_tests.main(["--merge", *map(str, files), "--out", str(tmp_path / "m.json")])
+    assert e.value.code == 2 and "--merge takes the files of one GPU" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        gpu_tests.main([])
+    assert e.value.code == 2 and "--logs is required" in capsys.readouterr().err

@@ -43,12 +43,16 @@ def _ln_torch(inputs, outputs, shape, dtype):
     outputs[0] = F.layer_norm(x, (shape[-1],), w, b, LN_EPS)
 
 
+# what layer_norm and rms_norm share: one launcher template; long rows (shared memory / streaming)
+# and unaligned rows run these kernels
+_BOTH = dict(launch=_LAUNCH, shape_kernels=("norm_rows_smem", "norm_rows_stream"))
+
 # f32: values are O(1) and x - mean cancels to ~1e-7 absolute; f16: one rounding of the f32 result
 _ln_TOL = {"f32": (1e-5, 1e-5), "f16": (1e-3, 1e-5)}
 
 LAYER_NORM = row_op(
     "layer_norm", "Layer norm (row-wise)", "norm.cu",
-    launch=_LAUNCH,
+    **_BOTH,
     args={"rms": "false"},
     variants=_variants("false", 2),
     reference=_ln_reference,
@@ -56,7 +60,6 @@ LAYER_NORM = row_op(
     flops=lambda shape, dtype: 8 * shape[0] * shape[1],
     params=lambda shape, dtype: ((), (LN_EPS, LN_G, LN_B)),
     tolerance=lambda shape, dtype: _ln_TOL[dtype],
-    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={LN_EPS}, g={LN_G}, b={LN_B} (scalars, as in the seed). The torch baseline is F.layer_norm with weight "
           "and bias tensors filled with g and b; its result tensor replaces the output (no out=, no copy). Vector variants need 16-byte aligned rows; others run the scalar kernel.",
 )
@@ -80,7 +83,7 @@ _rms_TOL = {"f32": (1e-5, 1e-6), "f16": (1e-3, 1e-5)}
 
 RMS_NORM = row_op(
     "rms_norm", "RMS norm (row-wise)", "norm.cu",
-    launch=_LAUNCH,
+    **_BOTH,
     args={"rms": "true"},
     variants=_variants("true", 4),
     reference=_rms_reference,
@@ -88,7 +91,6 @@ RMS_NORM = row_op(
     flops=lambda shape, dtype: 4 * shape[0] * shape[1],
     params=lambda shape, dtype: ((), (RMS_EPS, RMS_G)),
     tolerance=lambda shape, dtype: _rms_TOL[dtype],
-    shape_kernels=("norm_rows_smem", "norm_rows_stream"),  # long rows (shared memory / streaming), unaligned rows
     notes=f"eps={RMS_EPS}, g={RMS_G} (scalar, as in the seed). The torch baseline is F.rms_norm with a weight tensor "
           "filled with g; its result replaces the output (no out=, no copy). Vector variants "
           "need 16-byte aligned rows; others run the scalar kernel.",
