@@ -151,16 +151,17 @@ def summarize(polls, e0_mj, e1_mj, wall_s: float, launches: int, scope: str = "t
     return out
 
 
-SUSTAIN_S = 0.3  # long enough for the driver's energy counter to tick many times (it moves in ms)
+SUSTAIN_S = 0.3  # the counter's window: several of its steps (they come every few to ~100 ms)
+STEP_WAIT_S = 1.0  # the longest wait for one step of the counter before giving up on it
 
 
 def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> dict:
     """Energy per launch of `fn` itself: its launches back to back (one CUDA graph of a batch,
-    replayed) for at least `min_s`, so the GPU is busy the whole time the counter runs. The timed
-    loop cannot give this: between its samples the GPU waits for the host (and, cold, flushes L2),
-    and that idle energy divided by the launches counted too (H100, add f16x8 4096x4096 cold: 33 µs
-    at 0.030 J a launch, i.e. 890 W for the kernel alone)."""
-    import math
+    replayed) while the driver's energy counter is read, so the GPU is busy the whole time the
+    counter runs. The timed loop cannot give this: between its samples the GPU waits for the host
+    (and, cold, flushes L2), and that idle energy divided by the launches counted too (H100, add
+    f16x8 4096x4096 cold: 33 µs at 0.030 J a launch, i.e. 890 W for the kernel alone)."""
+    import torch
 
     from .timing import HOT_MAX_BATCH, _capture, estimate
 
@@ -178,18 +179,66 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
             for _ in range(batch):
                 fn()
 
-    return back_to_back(replay, max(2, math.ceil(min_s / (est * batch))), batch, meter)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def gpu_s(first: bool) -> float | None:
+        if first:
+            start.record()
+            return None
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+
+    return back_to_back(replay, batch, meter, gpu_s, min_s)
 
 
-def back_to_back(replay, reps: int, batch: int, meter: "Sampler") -> dict:
-    """`reps` replays of `batch` launches under `meter`; the energy fields per launch."""
+def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUSTAIN_S,
+                 clock=time.perf_counter) -> dict:
+    """Replays of `batch` launches kept back to back under `meter`; the energy fields per launch.
+
+    The driver's energy counter moves in steps, not continuously (the H100 rows taken over a fixed
+    0.3 s window spread 2x between neighbouring configurations: a step more or less in the window).
+    So the power is read from one step of the counter to a later one, >= min_s apart, with
+    replays queued the whole time, and energy per launch = that power x the GPU's own time per
+    launch over all the replays (`gpu_s(True)` starts that clock, `gpu_s(False)` syncs and reads
+    it). The first step is only waited for: the energy counted up to it may hold idle time from
+    before the replays. Without a counter (or one that does not move), the polled power stands in
+    ('power x time')."""
     replay()  # the first replay outside: graph upload, clocks up
     meter.start()
-    for _ in range(reps):
+    read = meter._energy_mj
+    reps, steps, e_last, t_last = 0, [], read(), clock()
+    gpu_s(True)
+    t_begin = t_last
+    while True:
         replay()
-    out = meter.stop(launches=reps * batch, scope=f"{reps * batch} back-to-back launches")
-    if out.get("power_from_energy_w"):  # the counter's mean over the loop; polled power lags (1 s windows)
-        out["power_polled_w"], out["power_w"] = out.get("power_w"), out["power_from_energy_w"]
+        reps += 1
+        now, e = clock(), read()
+        if e is not None and e != e_last:
+            steps.append((now, e))
+            e_last, t_last = e, now
+            if len(steps) >= 3 and now - steps[1][0] >= min_s:
+                break
+        elif now - t_last > STEP_WAIT_S or (e is None and now - t_begin >= min_s):
+            break  # no counter, or one that stands still: the polled power stands in
+    seconds = gpu_s(False)
+    launches = reps * batch
+    out = meter.stop(launches=0)  # clocks, temperature, throttling, polled power while replaying
+    per_launch_s = seconds / launches
+    out.update(energy_launch_us=per_launch_s * 1e6, energy_scope=f"{launches} back-to-back launches")
+    if "power_w" in out:
+        out["power_polled_w"] = out.pop("power_w")  # NVML's power reading lags (a ~1 s mean)
+    out.pop("power_max_w", None)
+    if len(steps) >= 3:
+        (t0, e0), (t1, e1) = steps[1], steps[-1]
+        out.update(power_w=(e1 - e0) / 1000.0 / (t1 - t0), energy_source="counter", counter_steps=len(steps) - 2,
+                   counter_step_ms=(t1 - t0) / (len(steps) - 2) * 1e3)
+    elif "power_polled_w" in out:
+        out.update(power_w=out["power_polled_w"], energy_source="power x time")
+    else:
+        out.pop("energy_scope")
+        return out
+    out["energy_per_launch_j"] = out["power_w"] * per_launch_s
     return out
 
 

@@ -214,11 +214,11 @@ def _timing(rows: dict, mode: str, dev: dict, notes: list) -> dict:
     out["throttled"] = any(x.get("throttled") is True for x in rows.values())
     clocks = [c for x in rows.values() for c in (_num(x.get("sm_clock_min_mhz")), _num(x.get("sm_clock_mhz"))) if c]
     out["sm_clock_min_mhz"] = min(clocks) if clocks else None
-    # energy: the hot row's, where the loop is only launches (a cold loop also holds the L2 flushes)
+    # energy: measured the same way in either mode (the launches back to back, labkit.energy.sustained)
     e = next((x for x in (rows.get("hot"), rows.get("cold")) if x and _num(x.get("energy_per_launch_j"))), None)
     if e:
-        out.update(energy_mode=e["mode"], power_w=_num(e.get("power_w")), energy_per_launch_j=e["energy_per_launch_j"],
-                   gb_per_j=_num(e.get("gb_per_j")))
+        out.update(power_w=_num(e.get("power_w")), energy_per_launch_j=e["energy_per_launch_j"],
+                   energy_launch_us=_num(e.get("energy_launch_us")), gb_per_j=_num(e.get("gb_per_j")))
     else:
         out["nvml"] = _first(rows, "nvml") or "not recorded"
     return out
@@ -369,7 +369,8 @@ def _energy(f) -> str:
     e = f["energy_per_launch_j"]
     joules = f"{e * 1e6:.1f} µJ" if e < 1e-3 else f"{e * 1e3:.2f} mJ" if e < 1 else f"{e:.3g} J"
     return (f"{_f(f.get('power_w'), '{:.0f}')} W, {joules} per launch, "
-            f"{_f(f.get('gb_per_j'), '{:.1f}')} GB/J ({f['energy_mode']} mode)")
+            f"{_f(f.get('gb_per_j'), '{:.1f}')} GB/J (launches back to back, "
+            f"{_f(f.get('energy_launch_us'), '{:.1f}')} µs each)")
 
 
 def _lines(f: dict) -> list:

@@ -166,21 +166,54 @@ def test_module_interface_kept():
 
 
 # ---- energy per launch: the launches back to back ------------------------------------------------
-def test_back_to_back_energy_is_the_launches_own():
-    from labkit.energy import back_to_back, per_launch
+class SteppedNVML(FakeNVML):
+    """An energy counter that moves only every `step_s` (as the driver's does), at 250 W."""
 
-    calls = []
+    def __init__(self, step_s=0.05, still=False, **kw):
+        super().__init__(**kw)
+        self.step_s, self.still = step_s, still
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        t = 0.0 if self.still else time.perf_counter() - self.t0
+        return int(1_000 + 250_000 * self.step_s * (t // self.step_s))
+
+
+def _b2b(nv, min_s=0.2):
+    from labkit.energy import back_to_back
+
+    calls, t = [], []
 
     def replay():
         calls.append(1)
-        time.sleep(0.01)
+        time.sleep(0.002)
 
-    meter = Sampler(period_s=0.002, nv=FakeNVML(), handle="h", sync=lambda: None)
-    out = back_to_back(replay, reps=5, batch=10, meter=meter)
-    assert len(calls) == 6  # one replay before the counter starts (graph upload, clocks)
-    assert out["energy_scope"] == "50 back-to-back launches" and per_launch(out)
-    assert out["power_w"] == pytest.approx(250.0, rel=0.05) and "power_polled_w" in out  # the counter's mean
-    assert out["energy_per_launch_j"] == pytest.approx(250.0 * out["loop_s"] / 50, rel=0.05)
+    def gpu_s(first):  # the GPU's clock over the replays: here the host's
+        t.append(time.perf_counter())
+        return None if first else t[-1] - t[0]
+
+    meter = Sampler(period_s=0.002, nv=nv, handle="h", sync=lambda: None)
+    return back_to_back(replay, 10, meter, gpu_s, min_s=min_s), len(calls), t[-1] - t[0]
+
+
+def test_back_to_back_power_is_read_between_steps_of_the_counter():
+    from labkit.energy import per_launch
+
+    out, calls, seconds = _b2b(SteppedNVML(step_s=0.05))
+    launches = (calls - 1) * 10  # one replay before the counter is read (graph upload, clocks)
+    assert out["energy_scope"] == f"{launches} back-to-back launches" and per_launch(out)
+    # a fixed window would be off by up to a step (0.05 s of 0.2 s: 25 %); step to step it is exact
+    assert out["power_w"] == pytest.approx(250.0, rel=0.03) and out["energy_source"] == "counter"
+    assert out["counter_step_ms"] == pytest.approx(50, rel=0.1) and out["counter_steps"] >= 4
+    assert out["energy_launch_us"] == pytest.approx(seconds / launches * 1e6)
+    assert out["energy_per_launch_j"] == pytest.approx(out["power_w"] * seconds / launches)
+    assert out["power_polled_w"] == 250.0 and "power_max_w" not in out
+
+
+@pytest.mark.parametrize("nv", [SteppedNVML(still=True), FakeNVML(energy=False)], ids=["still", "absent"])
+def test_back_to_back_without_a_moving_counter_uses_polled_power(nv):
+    out, calls, seconds = _b2b(nv)
+    assert out["energy_source"] == "power x time" and out["power_w"] == 250.0
+    assert out["energy_per_launch_j"] == pytest.approx(250.0 * seconds / ((calls - 1) * 10))
 
 
 def test_sustained_without_nvml_says_why_and_launches_nothing(monkeypatch):

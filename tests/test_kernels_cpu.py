@@ -83,3 +83,22 @@ def test_report_lists_registers_per_variant():
     assert list(df["variant"]) == ["w1", "w2", "w4", "w8", "w16"]
     assert list(df["ldg_bits"]) == [8, 16, 32, 64, 128]
     assert (df["registers"] > 0).all()
+
+
+def test_the_sanitizer_canaries_build_and_keep_their_planted_errors(tmp_path):
+    """The kernels the sanitizer steps must report (tests/test_sanitizer_canary_gpu.py) compile as
+    inline variants; the race has no barrier between its shared-memory write and read."""
+    import importlib.util
+
+    from labkit.inline_kernel import render
+
+    spec = importlib.util.spec_from_file_location("canary", KERNELS_DIR.parent / "tests" / "test_sanitizer_canary_gpu.py")
+    canary = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(canary)
+    for name, src in (("canary_race", canary.RACE), ("canary_oob", canary.OOB)):
+        cu = tmp_path / f"{name}.cu"
+        cu.write_text(render(get_op("add"), name, src, f"labkit_{name}", "f32", 1, 256))
+        fns = sass.functions(sass.cubin(cu, "90"))
+        body = "\n".join(sass.find_kernel(fns, f"labkit_{name}")["sass"])
+        if name == "canary_race":
+            assert "STS" in body and "LDS" in body and "BAR" not in body

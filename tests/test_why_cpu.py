@@ -232,7 +232,7 @@ def results(tmp_path, monkeypatch):
     d.mkdir()
     rows = [_row("cold", 6.5, 4.0), _row("hot", 3.9, 2.4, throttled=True, sm_clock_min_mhz=1410, power_w=400.0,
                                           energy_per_launch_j=0.0012, gb_per_j=5.2, energy_source="counter",
-                                          energy_scope="2000 back-to-back launches")]
+                                          energy_scope="2000 back-to-back launches", energy_launch_us=3.0)]
     (d / "seed.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     (d / "device.json").write_text(json.dumps({"devices": {"GPU-1234": {
         **FACTS, "gpu": "NVIDIA H100 80GB HBM3", "uuid": "GPU-1234", "date": "2026-12-01T00:00:00Z"}}}))
@@ -246,11 +246,11 @@ def test_card_recorded_with_device_json(results):
     assert f["floor_event_us"] == 4.0 and f["floor_overhead_us"] == 2.5 and f["l2_gbps"] == 10000.0
     assert f["facts_ref"].startswith("nvidia-h100-80gb-hbm3/device.json#GPU-1234")
     assert f["arch"] == "90" and f["cold_hot"] == pytest.approx(4.0 / 2.4) and f["cold_hot_basis"] == "kernel"
-    assert f["energy_mode"] == "hot" and f["energy_per_launch_j"] == 0.0012 and f["throttled"] is True
+    assert f["energy_launch_us"] == 3.0 and f["energy_per_launch_j"] == 0.0012 and f["throttled"] is True
     assert f["bytes_ncu"] is None and any("--ncu" in n for n in f["notes"])
     rules = [h["rule"] for h in c.hints]
     assert {"below_floor", "throttled", "l2_resident"} <= set(rules)
-    assert "fits in the 50.0 MB L2" in c.text() and "1.20 mJ per launch" in c.text()
+    assert "fits in the 50.0 MB L2" in c.text() and "1.20 mJ per launch, 5.2 GB/J (launches back to back, 3.0 µs each)" in c.text()
     hot = why("add", "f16", recorded=True, mode="hot").facts
     assert hot["time_us"] == 3.9 and hot["floor_event_us"] == 2.0
 

@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 PY = sys.executable
+# each sanitizer step also runs a kernel with a planted error of its kind, in a pytest-xdist worker:
+# the step passes only if the sanitizer reports it (it watched the workers) and nothing else
+CANARIES, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 STEPS = {
     "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
@@ -33,31 +36,55 @@ STEPS = {
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
                  "--log-file", "{logs}/sanitizer-memcheck.%p.log",
                  PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
-                 "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
+                 "tests/test_bad_inputs_gpu.py", CANARIES, "-k",
+                 "test_variant_matches or misaligned or bad or test_sanitizer_canary_oob"],
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
                   "--log-file", "{logs}/sanitizer-racecheck.%p.log",
                   PY, "-m", "pytest", "-m", "gpu and not torch_ref", "-q", "-p", "no:cacheprovider", "-n", "8",
-                  "tests/test_gpu.py", "-k", f"test_variant_matches and ({SHARED_MEMORY_OPS})"],
+                  "tests/test_gpu.py", CANARIES, "-k",
+                  f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
 
 
-def summary(log: str, step: str, reports=()) -> str:
-    """pytest's own summary line, plus the sanitizer's error / hazard totals over the per-process
-    reports (`reports`: their texts; the main log too, for runs without --log-file)."""
+def _reports(texts) -> list:
+    """The sanitizer's error / hazard reports, each its header line with the lines under it."""
+    blocks = []
+    for t in texts:
+        cur = None
+        for line in t.splitlines():
+            if re.match(r"^=+ \S", line):  # a header; the lines under it are indented
+                cur = [line] if re.match(r"^=+ (?:Invalid|Error|Race reported|Warning)", line) else None
+                if cur is not None:
+                    blocks.append(cur)
+            elif cur is not None and line.startswith("="):
+                cur.append(line)
+    return ["\n".join(b) for b in blocks]
+
+
+def summary(log: str, step: str, reports=()) -> tuple[str, str]:
+    """(pytest's own summary line plus the sanitizer's totals, what is wrong or ''), from the
+    pytest output and the per-process sanitizer reports (`reports`: their texts; the main log too,
+    for runs without --log-file). A sanitizer step is wrong unless its final summary came, it
+    reported the planted kernel (CANARY) and nothing else."""
     tail = [line.strip("= ") for line in log.splitlines() if re.match(r"^=*\s*\d+ (passed|failed|error)", line)]
     out = tail[-1] if tail else "no pytest summary (stopped or crashed)"
+    if step not in ("memcheck", "racecheck"):
+        return out, ""
     texts = [log, *reports]
-    if step in ("memcheck", "racecheck"):
-        errors = [int(m) for t in texts for m in re.findall(r"^=+ ERROR SUMMARY: (\d+) error", t, re.M)]
-        # reports are printed as they are found: an interrupted run without its summary still tells
-        seen = sum(len(re.findall(r"^=+ (?:Invalid|Error|Race reported|Warning)", t, re.M)) for t in texts)
-        out += (f"; {step}: {sum(errors)} errors in {len(errors)} process reports" if errors else
-                f"; {step}: no final summary (interrupted), {seen} errors or hazards reported before that")
-    if step == "racecheck":
-        hz = [int(m) for t in texts for m in re.findall(r"^=+ RACECHECK SUMMARY: (\d+) hazard", t, re.M)]
-        if hz:
-            out += f", {sum(hz)} hazards"
-    return out
+    final = r"ERROR SUMMARY: (\d+) error" if step == "memcheck" else r"RACECHECK SUMMARY: (\d+) hazard"
+    totals = [int(m) for t in texts for m in re.findall(rf"^=+ {final}", t, re.M)]
+    found = _reports(texts)
+    planted = [b for b in found if CANARY in b]
+    others = len(found) - len(planted)
+    if totals:
+        out += f"; {step}: {sum(totals)} {'errors' if step == 'memcheck' else 'hazards'} in the final summary"
+    else:  # reports are printed as they are found: an interrupted run without its summary still tells
+        out += f"; {step}: no final summary (interrupted)"
+    out += f", {others} reports outside the planted kernel, {len(planted)} in it"
+    wrong = ("no final summary" if not totals else
+             f"{others} reports outside the planted kernel" if others else
+             "the planted error was not reported: the sanitizer did not watch the test processes" if not planted else "")
+    return out, wrong
 
 
 def run_step(argv: list, timeout: float, grace: float = 45) -> tuple[str, int | str]:
@@ -116,7 +143,10 @@ def main(argv=None) -> dict:
         log, rc = run_step(argv_, left)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
         reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
-        line = summary(log, step, reports) + (f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else "")
+        line, wrong = summary(log, step, reports)
+        line += f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else ""
+        if rc == 0 and wrong:
+            rc = f"sanitizer: {wrong}"  # pytest passed; the sanitizer's verdict did not
         cmd = " ".join(x if x != PY else "python" for x in STEPS[step])
         runs.append({"step": step, "command": cmd, "summary": line, "returncode": rc,
                      "seconds": round(time.monotonic() - t0, 1), "commit": prov["commit"], "date": prov["date"]})
