@@ -151,16 +151,19 @@ def summarize(polls, e0_mj, e1_mj, wall_s: float, launches: int, scope: str = "t
     return out
 
 
-SUSTAIN_S = 0.3  # the counter's window: several of its steps (they come every few to ~100 ms)
+SUSTAIN_S = 0.3  # the power's window: several steps of the counter (every 100 ms on H100s)
 STEP_WAIT_S = 1.0  # the longest wait for one step of the counter before giving up on it
+AHEAD_S = 0.05  # GPU work kept queued: reading NVML takes the host ms, the GPU must not idle meanwhile
 
 
 def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> dict:
     """Energy per launch of `fn` itself: its launches back to back (one CUDA graph of a batch,
-    replayed) while the driver's energy counter is read, so the GPU is busy the whole time the
-    counter runs. The timed loop cannot give this: between its samples the GPU waits for the host
-    (and, cold, flushes L2), and that idle energy divided by the launches counted too (H100, add
-    f16x8 4096x4096 cold: 33 µs at 0.030 J a launch, i.e. 890 W for the kernel alone)."""
+    replayed, several replays always queued) while the driver's energy counter is read, so the GPU
+    is busy the whole time the counter runs. The timed loop cannot give this: between its samples
+    the GPU waits for the host (and, cold, flushes L2), and that idle energy divided by the launches
+    counted too (H100, add f16x8 4096x4096 cold: 33 µs at 0.030 J a launch, i.e. 890 W)."""
+    import math
+
     import torch
 
     from .timing import HOT_MAX_BATCH, _capture, estimate
@@ -178,6 +181,9 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
         else:
             for _ in range(batch):
                 fn()
+        done = torch.cuda.Event()
+        done.record()
+        return done.query
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
@@ -189,31 +195,41 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
         end.synchronize()
         return start.elapsed_time(end) * 1e-3
 
-    return back_to_back(replay, batch, meter, gpu_s, min_s)
+    depth = max(4, math.ceil(AHEAD_S / (batch * est)))
+    return back_to_back(replay, batch, meter, gpu_s, min_s, depth)
 
 
-def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUSTAIN_S,
+def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUSTAIN_S, depth: int = 4,
                  clock=time.perf_counter) -> dict:
     """Replays of `batch` launches kept back to back under `meter`; the energy fields per launch.
+    `replay()` queues one and returns a function that says whether it has run; `depth` of them
+    stay queued while the host reads the counter.
 
-    The driver's energy counter moves in steps, not continuously (the H100 rows taken over a fixed
-    0.3 s window spread 2x between neighbouring configurations: a step more or less in the window).
-    So the power is read from one step of the counter to a later one, >= min_s apart, with
-    replays queued the whole time, and energy per launch = that power x the GPU's own time per
-    launch over all the replays (`gpu_s(True)` starts that clock, `gpu_s(False)` syncs and reads
-    it). The first step is only waited for: the energy counted up to it may hold idle time from
-    before the replays. Without a counter (or one that does not move), the polled power stands in
-    ('power x time')."""
+    The driver's energy counter moves in steps (every 100 ms on the H100s measured): over a fixed
+    0.3 s window a step more or less spread the power 144-837 W between neighbouring configurations
+    (837 W on a 700 W H200). So the power is read from one step of the counter to a later one, >=
+    min_s apart, and energy per launch = that power x the GPU's own time per launch over all the
+    replays (`gpu_s(True)` starts that clock, `gpu_s(False)` syncs and reads it). The first step is
+    only waited for: the energy counted up to it may hold time from before the replays. Without a
+    counter (or one that stands still) the polled power stands in ('power x time')."""
+    from collections import deque
+
     replay()  # the first replay outside: graph upload, clocks up
     meter.start()
-    read = meter._energy_mj
-    reps, steps, e_last, t_last = 0, [], read(), clock()
+    reps, steps, reads, queued = 0, [], [], deque()
+    e_last, t_last = meter._energy_mj(), clock()
     gpu_s(True)
     t_begin = t_last
     while True:
-        replay()
-        reps += 1
-        now, e = clock(), read()
+        while queued and queued[0]():
+            queued.popleft()
+        while len(queued) < depth:
+            queued.append(replay())
+            reps += 1
+        t_read = clock()
+        e = meter._energy_mj()
+        now = clock()
+        reads.append(now - t_read)
         if e is not None and e != e_last:
             steps.append((now, e))
             e_last, t_last = e, now
@@ -225,7 +241,8 @@ def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUS
     launches = reps * batch
     out = meter.stop(launches=0)  # clocks, temperature, throttling, polled power while replaying
     per_launch_s = seconds / launches
-    out.update(energy_launch_us=per_launch_s * 1e6, energy_scope=f"{launches} back-to-back launches")
+    out.update(energy_launch_us=per_launch_s * 1e6, energy_scope=f"{launches} back-to-back launches",
+               counter_read_ms=sum(reads) / len(reads) * 1e3)
     if "power_w" in out:
         out["power_polled_w"] = out.pop("power_w")  # NVML's power reading lags (a ~1 s mean)
     out.pop("power_max_w", None)

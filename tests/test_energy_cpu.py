@@ -167,53 +167,76 @@ def test_module_interface_kept():
 
 # ---- energy per launch: the launches back to back ------------------------------------------------
 class SteppedNVML(FakeNVML):
-    """An energy counter that moves only every `step_s` (as the driver's does), at 250 W."""
+    """An energy counter that moves only every `step_s` (as the driver's does) at 250 W, and takes
+    `read_s` to read (NVML takes ms)."""
 
-    def __init__(self, step_s=0.05, still=False, **kw):
+    def __init__(self, step_s=0.05, still=False, read_s=0.003, **kw):
         super().__init__(**kw)
-        self.step_s, self.still = step_s, still
+        self.step_s, self.still, self.read_s = step_s, still, read_s
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        time.sleep(self.read_s)
         t = 0.0 if self.still else time.perf_counter() - self.t0
         return int(1_000 + 250_000 * self.step_s * (t // self.step_s))
 
 
-def _b2b(nv, min_s=0.2):
+class FakeGPU:
+    """Replays queued on a GPU that runs them one after another, `replay_s` each."""
+
+    def __init__(self, replay_s=0.002):
+        self.replay_s, self.free_at, self.idle_s, self.t0 = replay_s, None, 0.0, None
+
+    def replay(self):
+        now = time.perf_counter()
+        if self.free_at is None:
+            self.t0 = self.free_at = now
+        elif self.free_at < now:  # the queue ran dry: the GPU waited for the host
+            self.idle_s += now - self.free_at
+            self.free_at = now
+        self.free_at += self.replay_s
+        done_at = self.free_at
+        return lambda: time.perf_counter() >= done_at
+
+    def gpu_s(self, first):  # an event behind what is queued: from when the GPU gets to it
+        if first:
+            self.t0 = max(self.free_at, time.perf_counter())
+            return None
+        return self.free_at - self.t0
+
+
+def _b2b(nv, depth=4, min_s=0.2):
     from labkit.energy import back_to_back
 
-    calls, t = [], []
-
-    def replay():
-        calls.append(1)
-        time.sleep(0.002)
-
-    def gpu_s(first):  # the GPU's clock over the replays: here the host's
-        t.append(time.perf_counter())
-        return None if first else t[-1] - t[0]
-
+    gpu = FakeGPU()
     meter = Sampler(period_s=0.002, nv=nv, handle="h", sync=lambda: None)
-    return back_to_back(replay, 10, meter, gpu_s, min_s=min_s), len(calls), t[-1] - t[0]
+    return back_to_back(gpu.replay, 10, meter, gpu.gpu_s, min_s=min_s, depth=depth), gpu
 
 
 def test_back_to_back_power_is_read_between_steps_of_the_counter():
     from labkit.energy import per_launch
 
-    out, calls, seconds = _b2b(SteppedNVML(step_s=0.05))
-    launches = (calls - 1) * 10  # one replay before the counter is read (graph upload, clocks)
-    assert out["energy_scope"] == f"{launches} back-to-back launches" and per_launch(out)
+    out, gpu = _b2b(SteppedNVML(step_s=0.05))
+    assert per_launch(out) and out["energy_scope"].endswith("0 back-to-back launches")
     # a fixed window would be off by up to a step (0.05 s of 0.2 s: 25 %); step to step it is exact
     assert out["power_w"] == pytest.approx(250.0, rel=0.03) and out["energy_source"] == "counter"
     assert out["counter_step_ms"] == pytest.approx(50, rel=0.1) and out["counter_steps"] >= 4
-    assert out["energy_launch_us"] == pytest.approx(seconds / launches * 1e6)
-    assert out["energy_per_launch_j"] == pytest.approx(out["power_w"] * seconds / launches)
+    assert out["counter_read_ms"] >= 3
+    # replays stay queued while the host reads the counter (3 ms a read, 2 ms a replay): no idle GPU
+    assert gpu.idle_s < 0.005
+    assert out["energy_launch_us"] == pytest.approx(200.0, rel=0.01) and out["energy_per_launch_j"] == pytest.approx(250.0 * 200e-6, rel=0.03)
     assert out["power_polled_w"] == 250.0 and "power_max_w" not in out
+
+
+def test_back_to_back_with_one_replay_queued_would_idle_the_gpu():
+    out, gpu = _b2b(SteppedNVML(step_s=0.05), depth=1)
+    assert gpu.idle_s > 0.05 and out["energy_launch_us"] > 250  # why sustained() keeps several queued
 
 
 @pytest.mark.parametrize("nv", [SteppedNVML(still=True), FakeNVML(energy=False)], ids=["still", "absent"])
 def test_back_to_back_without_a_moving_counter_uses_polled_power(nv):
-    out, calls, seconds = _b2b(nv)
+    out, gpu = _b2b(nv)
     assert out["energy_source"] == "power x time" and out["power_w"] == 250.0
-    assert out["energy_per_launch_j"] == pytest.approx(250.0 * seconds / ((calls - 1) * 10))
+    assert out["energy_per_launch_j"] == pytest.approx(250.0 * out["energy_launch_us"] * 1e-6)
 
 
 def test_sustained_without_nvml_says_why_and_launches_nothing(monkeypatch):

@@ -39,7 +39,10 @@ def test_sanitizer_canary_race():
 
 
 def test_sanitizer_canary_oob():
-    # in a process of its own: the fault ends that process's CUDA context, not this worker's
+    import labkit
+
+    labkit.inline("add", "canary_oob", OOB, "labkit_canary_oob", "f32")  # built here: the child finds it cached
+    # launched in a process of its own: the fault ends that process's CUDA context, not this worker's
     code = ("import torch, labkit\n"
             f"labkit.inline('add', 'canary_oob', {OOB!r}, 'labkit_canary_oob', 'f32')\n"
             "x = torch.ones(1024, device='cuda')\n"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 PY = sys.executable
 # each sanitizer step also runs a kernel with a planted error of its kind, in a pytest-xdist worker:
-# the step passes only if the sanitizer reports it (it watched the workers) and nothing else
+# the step passes only if the sanitizer reports it (it watched the workers) and nothing else; listed
+# first, so a step cut off at its limit has run them
 CANARIES, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 STEPS = {
@@ -31,17 +32,17 @@ STEPS = {
                "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py"],
     "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
               "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py"],
-    # --log-file per process: pytest-xdist's workers do not forward their own output, so each
-    # process's sanitizer report goes to a file of its own (summed by `summary`)
+    # --log-file: the sanitizer's report apart from pytest's output (one file for the whole process
+    # tree on the lent GPUs; `summary` sums whatever files there are)
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
                  "--log-file", "{logs}/sanitizer-memcheck.%p.log",
-                 PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
-                 "tests/test_bad_inputs_gpu.py", CANARIES, "-k",
+                 PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", CANARIES,
+                 "tests/test_gpu.py", "tests/test_bad_inputs_gpu.py", "-k",
                  "test_variant_matches or misaligned or bad or test_sanitizer_canary_oob"],
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
                   "--log-file", "{logs}/sanitizer-racecheck.%p.log",
                   PY, "-m", "pytest", "-m", "gpu and not torch_ref", "-q", "-p", "no:cacheprovider", "-n", "8",
-                  "tests/test_gpu.py", CANARIES, "-k",
+                  CANARIES, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
 
