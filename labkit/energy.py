@@ -151,7 +151,7 @@ def summarize(polls, e0_mj, e1_mj, wall_s: float, launches: int, scope: str = "t
     return out
 
 
-SUSTAIN_S = 0.3  # the power's window: several steps of the counter (every 100 ms on H100s)
+SUSTAIN_S = 0.3  # the power's window: several steps of the counter (every ~100 ms on H100/H200)
 STEP_WAIT_S = 1.0  # the longest wait for one step of the counter before giving up on it
 AHEAD_S = 0.05  # GPU work kept queued: reading NVML takes the host ms, the GPU must not idle meanwhile
 
@@ -205,13 +205,14 @@ def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUS
     `replay()` queues one and returns a function that says whether it has run; `depth` of them
     stay queued while the host reads the counter.
 
-    The driver's energy counter moves in steps (every 100 ms on the H100s measured): over a fixed
-    0.3 s window a step more or less spread the power 144-837 W between neighbouring configurations
-    (837 W on a 700 W H200). So the power is read from one step of the counter to a later one, >=
-    min_s apart, and energy per launch = that power x the GPU's own time per launch over all the
-    replays (`gpu_s(True)` starts that clock, `gpu_s(False)` syncs and reads it). The first step is
-    only waited for: the energy counted up to it may hold time from before the replays. Without a
-    counter (or one that stands still) the polled power stands in ('power x time')."""
+    The driver's energy counter moves in steps (every ~100 ms on the lent H100s and H200s): over a
+    fixed 0.3 s window a step more or less moved the power by a third (H100, add 1024x1024: 144 W
+    beside 224-300 W for the neighbouring configurations). So the power is read from one step of
+    the counter to a later one, >= min_s apart, and energy per launch = that power x the GPU's own
+    time per launch over all the replays (`gpu_s(True)` starts that clock, `gpu_s(False)` syncs and
+    reads it). The first step is only waited for: the energy counted up to it may hold time from
+    before the replays. Without a counter (or one that stands still) the polled power stands in
+    ('power x time')."""
     from collections import deque
 
     replay()  # the first replay outside: graph upload, clocks up

@@ -253,8 +253,8 @@ def _timing_fields(m) -> dict:
     if m.energy:
         e = m.energy
         out["nvml"] = e.get("nvml")
-        for k in ("power_w", "energy_per_launch_j", "energy_launch_us", "counter_step_ms", "sm_clock_min_mhz",
-                  "temp_max_c", "energy_source", "energy_scope"):
+        for k in ("power_w", "energy_per_launch_j", "energy_launch_us", "counter_step_ms", "counter_read_ms",
+                  "sm_clock_min_mhz", "temp_max_c", "energy_source", "energy_scope"):
             if k in e:
                 out[k] = e[k]
     return out

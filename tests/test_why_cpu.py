@@ -176,7 +176,7 @@ def test_rules_read_json_round_tripped_and_missing_facts():
 # ---- the card from the repo's recorded results ---------------------------------------------------
 @needs_tools
 def test_card_recorded_add_f16x8():
-    c = why("add", "f16x8", "4096x4096", recorded=True)
+    c = why("add", "f16x8", "4096x4096", recorded=True, gpu="nvidia-h200")
     f = c.facts
     assert f["source"] == "recorded" and f["gpu"] == "NVIDIA H200" and f["arch"] == "90" and f["shape"] == "4096x4096"
     from labkit.recorded import load, rows
