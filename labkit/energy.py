@@ -1,13 +1,13 @@
-"""Power, energy and clocks over a timed loop, from NVML (nvidia-ml-py), kernel_tuner's NVML
-observer in labkit's terms. `Sampler.start()` before the loop, `stop(launches)` after it:
+"""Power, energy and clocks from NVML (nvidia-ml-py), kernel_tuner's NVML observer in labkit's terms.
 
-* energy: the driver's total-energy counter (mJ since the driver loaded) read at both ends, so
-  energy per launch = delta / launches (`energy_source` 'counter'); on a GPU without that counter,
-  mean polled power x wall time ('power x time'). Everything in the loop counts: in cold mode that
-  includes the L2 flush between samples (`energy_scope` says what the loop held);
-* power, SM clock, temperature: polled every `period_s` by a thread during the loop (mean, min,
-  max), and whether a power/thermal slowdown was active in any poll (`throttled`). A field the GPU
-  does not report is left out of that poll, not the whole poll.
+* energy per launch: `sustained(fn)` runs fn's launches back to back and reads the driver's
+  energy counter from one of its steps to another (see back_to_back); what labkit records.
+* `Sampler.start()` / `stop(launches)` around any loop: power, SM clock, temperature polled every
+  `period_s` by a thread (mean, min, max), whether a power/thermal slowdown was active in any poll
+  (`throttled`), and the counter read at both ends (`energy_source` 'counter'; without one, mean
+  polled power x wall time, 'power x time'). labkit's timed loop keeps only its clocks,
+  temperature and throttling (stop(0)): its energy would count the idle time between samples. A
+  field the GPU does not report is left out of that poll, not the whole poll.
 
 Without NVML (no pynvml, no driver, no handle for this GPU) `stop` returns {'nvml': 'unavailable:
 <why>'} and rows carry no energy columns: nothing is estimated.

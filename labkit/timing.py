@@ -306,9 +306,9 @@ def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
             meter.start()
         samples, reason, blocking, timeouts = _run_samples(hot, rule, GROUP["hot"])
         samples = [x / batch for x in samples]
-    # cold loops hold the L2 flushes between samples too: the rows say what the energy covers
-    scope = "timed loop incl. L2 flushes" if mode == "cold" else "graph replays"
-    power = meter.stop(launches=len(samples) * batch, scope=scope) if meter else None
+    # clocks, temperature and throttling over the loop; its energy would count the idle time between
+    # samples, so energy per launch comes from the launches back to back (energy.sustained, in measure)
+    power = meter.stop(launches=0) if meter else None
     clock1, thr1 = sm_clock()
     clock = clock1 if clock1 is not None else clock0
     if power and power.get("throttled"):

@@ -101,11 +101,11 @@ def test_a_sanitizer_step_passes_only_on_no_report_but_the_planted_race(step, re
 
 
 def test_the_planted_race_is_in_the_racecheck_step():
-    from labkit.benchmarks.gpu_tests import CANARIES, STEPS
+    from labkit.benchmarks.gpu_tests import CANARY_FILE, STEPS
 
     argv = STEPS["racecheck"]
-    assert CANARIES in argv and "test_sanitizer_canary_race" in argv[argv.index("-k") + 1]
-    assert all(CANARIES not in STEPS[s] for s in ("timing", "tests", "memcheck"))
+    assert CANARY_FILE in argv and "test_sanitizer_canary_race" in argv[argv.index("-k") + 1]
+    assert all(CANARY_FILE not in STEPS[s] for s in ("timing", "tests", "memcheck"))
 
 
 def test_gpu_tests_refuses_merging_two_gpus_and_a_run_without_logs(tmp_path, capsys):

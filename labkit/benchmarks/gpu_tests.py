@@ -27,7 +27,7 @@ PY = sys.executable
 # at its limit has run it. memcheck has no such canary: a planted fault (in a child process, as it
 # ends its CUDA context) stalled the whole H200 run (no test finished in 204 s); a memcheck error
 # fails the CUDA call after it, so the test that hit it fails.
-CANARIES, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
+CANARY_FILE, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 STEPS = {
     "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
@@ -43,7 +43,7 @@ STEPS = {
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
                   "--log-file", "{logs}/sanitizer-racecheck.%p.log",
                   PY, "-m", "pytest", "-m", "gpu and not torch_ref", "-q", "-p", "no:cacheprovider", "-n", "8",
-                  CANARIES, "tests/test_gpu.py", "-k",
+                  CANARY_FILE, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
 
