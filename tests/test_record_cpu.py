@@ -123,3 +123,23 @@ def test_gpu_tests_refuses_merging_two_gpus_and_a_run_without_logs(tmp_path, cap
     with pytest.raises(SystemExit) as e:
         gpu_tests.main([])
     assert e.value.code == 2 and "--logs is required" in capsys.readouterr().err
+
+
+def test_cell_seconds_reads_nbclient_timestamps():
+    """The live lab's slow cells come from the execution timestamps nbclient writes per cell."""
+    import nbformat
+
+    from labkit.benchmarks.explorer_latency import cell_seconds
+
+    def cell(src, start, end):
+        c = nbformat.v4.new_code_cell(src)
+        c.metadata["execution"] = {"iopub.execute_input": start, "shell.execute_reply": end}
+        return c
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# lab"),
+                cell("tune = labs.rows(...)\nmore", "2026-11-23T21:00:00.000Z", "2026-11-23T21:00:42.250Z"),
+                cell("x = 1", "2026-11-23T21:00:42.300Z", "2026-11-23T21:00:42.310Z"),
+                nbformat.v4.new_code_cell("never ran")]
+    assert cell_seconds(nb) == [[1, 42.2, "tune = labs.rows(...)"]]
+    assert [r[0] for r in cell_seconds(nb, least_s=0)] == [1, 2]
