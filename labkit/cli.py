@@ -67,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("shape", nargs="?")
     w.add_argument("-d", "--dtype")
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
+    w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
     from .nsight.cli import add_profile_parser
 
     add_profile_parser(sub)
@@ -255,7 +256,7 @@ def cmd_recorded(a, summary=False):
 def cmd_why(a):
     from .why import why
 
-    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded).text())
+    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded, budget_s=a.budget).text())
     return 0
 
 

@@ -61,17 +61,21 @@ class Card:
 
 
 def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str = "cold", arch: str | None = None,
-        ncu: bool = True, gpu: str | None = None) -> Card:
+        ncu: bool = True, gpu: str | None = None, **rule) -> Card:
     """The diagnosis card of one variant (a name, or NAME[axis=value] for tuning axes) at `shape`
     (default: live, the op's largest default shape; recorded, the largest recorded one). `mode`
     picks the headline time; both modes are shown. Recorded mode is used without a GPU; `gpu`
-    picks a recorded GPU (slug or name) when several are recorded. `ncu=False` skips Nsight Compute."""
+    picks a recorded GPU (slug or name) when several are recorded. `ncu=False` skips Nsight Compute;
+    `rule` sets a live run's StopRule as in labkit.bench (e.g. budget_s=0.3)."""
     from . import dtypes
+    from .config import make_rule
+    from .hints import hints
     from .nsight.names import split_variant
     from .registry import get_op
     from .timing import check_mode
 
     check_mode(mode)
+    rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
     o = get_op(op) if isinstance(op, str) else op
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
@@ -82,7 +86,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     if not recorded and not live:
         notes.append("no GPU here: recorded results (measured earlier on a real GPU) are shown")
     if live:
-        rows, dev, shape_s, arch0 = _live(o, v, ax, shape, variant_s)
+        rows, dev, shape_s, arch0 = _live(o, v, ax, shape, variant_s, rule)
     else:
         rows, dev, shape_s, arch0 = _recorded(o, v, variant_s, shape, gpu, notes)
     arch = str(arch or arch0)
@@ -95,8 +99,6 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     f.update(_sass(o, v, arch, notes))
     f.update(_ncu(o, v, variant_s, shape_s, live and ncu, dev, notes))
     f.update(_occupancy(o, v, shape_s, ax, f, notes))
-    from .hints import hints
-
     f["notes"] = notes
     f["hints"] = hints(f)
     return Card(f)
@@ -112,7 +114,7 @@ def _has_gpu() -> bool:
         return False
 
 
-def _live(o, v, axes, shape, variant_s):
+def _live(o, v, axes, shape, variant_s, rule):
     from .ceilings import device_facts
     from .config import plan
     from .device import properties
@@ -121,7 +123,7 @@ def _live(o, v, axes, shape, variant_s):
 
     shape_s = o.format_shape(o.parse_shape(shape) if shape is not None else
                              max(o.default_shapes, key=lambda s: o.bytes_moved(s, v.dtype)))
-    cfgs = plan(o, [v], v.dtype, [shape_s], ("cold", "hot"), axes={k: [x] for k, x in axes} or None,
+    cfgs = plan(o, [v], v.dtype, [shape_s], ("cold", "hot"), rule=rule, axes={k: [x] for k, x in axes} or None,
                 baseline=not v.is_torch)
     recs = run(cfgs, ResultLog(), title=f"why {o.name}", progress=False, workers=False, kernel_time=True, energy=True)
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}

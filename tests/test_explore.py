@@ -536,3 +536,21 @@ def test_explore_package_shape():
 
     for m in deps:
         visit(m)
+
+
+def test_initial_selection_is_the_first_measurement():
+    """explore(op, **selection) measures the selection only (not the defaults and then the selection);
+    a selection that does not exist raises before anything is measured."""
+    from labkit.errors import ConfigError
+    from labkit.explore import explore
+
+    fake = FakeExecutor()
+    ex = explore("add", ex=fake, debounce_s=0, dtype="f16", width=8, variant="f16x8_pack",
+                 shapes="log2 range", log2=(20, 21))
+    assert (ex.dtype.value, ex.width.value, ex.variant.value) == ("f16", 8, "f16x8_pack")
+    assert fake.calls == [("add", v, "f16", shape, "cold") for shape in ("1024x1024", "1024x2048")
+                          for v in ("torch", "f16x8_pack")]
+    bad = FakeExecutor()
+    with pytest.raises(ConfigError, match="width"):
+        explore("add", ex=bad, debounce_s=0, dtype="f16", width=3)
+    assert bad.calls == []

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from labkit import hints as H, roofline as R
-from labkit.errors import ToolMissingError
+from labkit.errors import ConfigError, ToolMissingError
 from labkit.recorded import NoRecordedData
 from labkit.why import Card, why
 
@@ -289,9 +289,12 @@ def test_card_live_wiring(results, monkeypatch):
     monkeypatch.setattr(labkit.ceilings, "device_facts", lambda: {**FACTS, "gpu": "NVIDIA H100 80GB HBM3"})
     monkeypatch.setattr(labkit.device, "properties", lambda: {"arch": "90"})
     monkeypatch.setattr(labkit.nsight, "ncu_metrics", no_ncu)
-    c = why("add", "f16x8_pack[block=512]", "1024x1024")
+    c = why("add", "f16x8_pack[block=512]", "1024x1024", budget_s=0.3)
     f = c.facts
     assert seen["kw"]["workers"] is False and seen["kw"]["kernel_time"] and seen["kw"]["energy"]
+    assert {c.rule.budget_s for c in seen["configs"]} == {0.3}  # the stop rule reaches the live run
+    with pytest.raises(ConfigError, match="budget"):
+        why("add", "f16x8", "1024x1024", recorded=True, budget=0.3)  # checked, even where unused
     assert sorted({c.mode for c in seen["configs"]}) == ["cold", "hot"]
     assert {c.variant_s for c in seen["configs"]} == {"torch", "f16x8_pack[block=512]"}
     assert f["source"] == "live" and f["variant"] == "f16x8_pack[block=512]" and f["time_us"] == 6.0

@@ -22,7 +22,8 @@ def explore(op: str | None = None, ex=None, recorded=None, results=None, gpus=No
     """The explorer panel. Live on a GPU, measuring in the shared worker pool (or through `ex`, any
     executor of labkit.session.run, e.g. a fake in tests; `energy`: sample NVML for GB/J); the
     recorded results without a GPU, or when `recorded=True` (`results`: the folder, default
-    results/; `gpus`: slugs or names to keep). `kw`: Explorer's (debounce_s, export_dir)."""
+    results/; `gpus`: slugs or names to keep). `kw`: Explorer's (debounce_s, export_dir) and the
+    first selection, as select() takes it: explore("add", dtype="f16", width=8) measures only that."""
     if ex is not None:
         source = LiveSource(ex, energy)
     else:

@@ -17,7 +17,7 @@ import ipywidgets as W
 
 from ..errors import LabkitError
 from ..ranges import nvtx_range
-from ..records import key as row_key
+from ..records import key as row_key, to_frame
 from ..registry import get_op, ops
 from . import choices, figure, text
 from .panels import SassPanel, WhyPanel
@@ -30,7 +30,7 @@ SETTABLE = ("variant", "mode", "view", "custom", "shapes", "log2", "compare", "b
 
 
 class Explorer:
-    def __init__(self, source, op: str | None = None, debounce_s: float = 0.15, export_dir="exports"):
+    def __init__(self, source, op: str | None = None, debounce_s: float = 0.15, export_dir="exports", **select):
         self.source, self.debounce_s, self.export_dir = source, debounce_s, Path(export_dir)
         self.cache: dict = {}          # Config.key -> rows (one per GPU)
         self.pins: list = []           # (label, op, rows)
@@ -98,6 +98,7 @@ class Explorer:
             self.message, self._placeholder, self.views.roof_box, self.status, self.details,
         ])
         self._rebuild("op")
+        self._apply(select)  # explore("add", dtype="f16"): the first measurement is of the selection
         self.update()
         self.views.fig = widget(self.views.fig)
         self.panel.children = [self.views.fig if c is self._placeholder else c for c in self.panel.children]
@@ -223,11 +224,17 @@ class Explorer:
         """Set controls from code, e.g. select(op='add', dtype='f16', variant='f16x8', block=512). A
         combination that does not exist shows a message and changes nothing."""
         try:
-            op = get_op(values.get("op", self.op.value))
-            dtype = choices.check_select(op, values, self.dtype.value, SETTABLE)
+            self._apply(values)
         except LabkitError as e:
-            self._say(e)
+            return self._say(e)
+        self.update()  # from code: now, not debounced
+
+    def _apply(self, values: dict) -> None:
+        """Set the controls `values` names (ConfigError, nothing changed, for a combination that does not exist)."""
+        if not values:
             return
+        op = get_op(values.get("op", self.op.value))
+        dtype = choices.check_select(op, values, self.dtype.value, SETTABLE)
         with self.held():
             if "op" in values:
                 self.op.value = op.name
@@ -242,7 +249,6 @@ class Explorer:
                     getattr(self, name).value = values[name]
             for name in set(values) & set(self.tuning):
                 self.tuning[name].value = values[name]
-        self.update()  # from code: now, not debounced
 
     # ---- running ----------------------------------------------------------------------------------
     def schedule(self) -> None:
@@ -344,8 +350,6 @@ class Explorer:
     # ---- table, status ----------------------------------------------------------------------------
     def frame(self):
         """The rows shown now (plus pinned rows), as a DataFrame with every record column."""
-        from ..records import to_frame
-
         pinned = [dict(r, pin=label) for label, op, rs in self.pins for r in rs]
         return to_frame(self.rows + pinned)
 
@@ -363,8 +367,7 @@ class Explorer:
     def pin(self) -> str:
         rows = [r for r in self.rows if r["variant"] != "torch"]
         if not rows:
-            self._say("nothing to pin: no rows shown")
-            return ""
+            return self._say("nothing to pin: no rows shown") or ""
         what = "all" if self.compare.value else self.variant.value
         label = f"pin{len(self.pins) + 1} {what} {self.dtype.value} {self.mode.value}"
         rows = rows if not self.compare.value else [r for r in rows if r["variant"] == self.variant.value] or rows
@@ -382,13 +385,11 @@ class Explorer:
         return path
 
     def export_html(self, path=None) -> Path:
-        path = self._path(path, "html")
-        self.fig.write_html(str(path), include_plotlyjs="cdn")
+        self.fig.write_html(str(path := self._path(path, "html")), include_plotlyjs="cdn")
         return path
 
     def export_csv(self, path=None) -> Path:
-        path = self._path(path, "csv")
-        self.frame().to_csv(path, index=False)
+        self.frame().to_csv(path := self._path(path, "csv"), index=False)
         return path
 
     def _export(self, fn) -> None:
