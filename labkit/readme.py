@@ -56,7 +56,10 @@ def _prov(rows_or_dicts) -> str:
 
 
 def _cell(v) -> str:
-    """A JSON value in a table: counts as they are, measurements to 3 significant digits."""
+    """A JSON value in a table: counts as they are, measurements to 3 significant digits, a dict
+    (e.g. seconds per lab) as 'name value; ...'."""
+    if isinstance(v, dict):
+        return "; ".join(f"{k} {_cell(x)}" for k, x in v.items())
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return str(v)
     return str(v) if isinstance(v, int) else _f(v, ".3g")

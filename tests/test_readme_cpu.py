@@ -39,3 +39,13 @@ def test_unknown_blocks_are_named():
 
     with pytest.raises(ValueError, match="README block data:nope is unknown"):
         readme.render("<!-- data:nope -->\n<!-- /data -->\n")
+
+
+def test_json_block_renders_a_dict_field(tmp_path):
+    """A dict field (seconds per lab) is one cell, 'name value; ...'."""
+    g = tmp_path / "g"
+    g.mkdir()
+    (g / "explorer-latency.json").write_text('{"gpu": "G", "labs_s": {"07_why.ipynb": 155.331, "08.ipynb": 2}, '
+                                           '"date": "2026-11-23T22:00:00Z", "commit": "c"}')
+    out = readme.render("<!-- data:json explorer-latency.json labs_s -->\n<!-- /data -->\n", tmp_path)
+    assert "| G | 07_why.ipynb 155; 08.ipynb 2 | 2026-11-23 | c |" in out
