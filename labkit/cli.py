@@ -127,31 +127,19 @@ def _axes(specs) -> dict:
     return out
 
 
-def _executor(a):
-    from .session import executor
-
-    return executor(workers=not a.in_process, gpus=a.gpus, kernel_time=a.kernel_time, energy=a.energy,
-                    cluster=getattr(a, "cluster", None))
-
-
-def _close(ex) -> None:
-    if not getattr(ex, "shared", False):  # the session's worker pool closes itself at exit
-        ex.close()
+def _ex_kw(a) -> dict:
+    """labkit.session's executor settings from the command line."""
+    return dict(workers=not a.in_process, gpus=a.gpus, kernel_time=a.kernel_time, energy=a.energy,
+                cluster=getattr(a, "cluster", None))
 
 
 def _run(configs, a, title, log=None, ex=None):
+    """Run configs; `ex`: an executor several runs share (left open), else run makes and closes its own."""
     from .records import ResultLog
     from .session import run
 
     log = log if log is not None else ResultLog()
-    if ex is not None:
-        run(configs, log, ex, title=title)
-        return log.rows
-    ex = _executor(a)
-    try:
-        run(configs, log, ex, title=title)
-    finally:
-        _close(ex)
+    run(configs, log, ex, title=title, **_ex_kw(a))
     return log.rows
 
 
@@ -174,6 +162,7 @@ def cmd_bench(a):
 
 def cmd_sweep(a):
     from .records import ResultLog, check_output
+    from .session import executor
     from .sweeps import SWEEPS, default_out, get_sweep
     from .tables import pivot_table, seed_table
 
@@ -187,7 +176,7 @@ def cmd_sweep(a):
     if a.out:
         check_output(a.out, (".jsonl",), "sweep file (-o; rows are appended as they are measured: use --csv for a CSV copy)")
     _outputs(a)
-    ex = _executor(a)  # one worker pool (or process) for all the sweeps named
+    ex = executor(**_ex_kw(a))  # one worker pool (or process) for all the sweeps named
     try:
         for sweep in sweeps:
             out = a.out or default_out(sweep.name)
@@ -196,7 +185,8 @@ def cmd_sweep(a):
             print(f"rows in {out}")
             _write(rows, a)
     finally:
-        _close(ex)
+        if not getattr(ex, "shared", False):  # the session's worker pool closes itself at exit
+            ex.close()
     return 0
 
 

@@ -18,7 +18,6 @@ import contextlib
 import sys
 
 
-
 class Scope:
     """The open NVTX ranges of one process: the title (e.g. 'bench add') and the op, kept open while
     consecutive configurations share them."""

@@ -126,3 +126,33 @@ def test_gpus_naming_an_absent_gpu_says_which_are_visible(monkeypatch):
     assert [g["uuid"] for g in resolve_gpus("1")] == ["u1"]
     with pytest.raises(ConfigError, match="no visible GPU 3; visible GPUs are 0, 1"):
         resolve_gpus("0,3")
+
+
+def test_sweep_of_several_names_shares_one_executor(tmp_path, monkeypatch):
+    """`labkit sweep A B`: one executor runs both sweeps (one worker start), each into its own file,
+    and is closed once at the end."""
+    import labkit.session
+    import labkit.sweeps
+    from labkit import cli
+    from test_explore import FakeExecutor
+
+    made = []
+
+    class Counting(FakeExecutor):
+        closed = 0
+
+        def close(self):
+            self.closed += 1
+
+    def executor(**kw):
+        made.append(Counting())
+        return made[-1]
+
+    monkeypatch.setattr(labkit.session, "executor", executor)
+    monkeypatch.setattr(labkit.sweeps, "default_out", lambda name: tmp_path / f"{name}.jsonl")
+    assert cli.main(["sweep", "copy-gs", "access-width"]) == 0
+    assert len(made) == 1 and made[0].closed == 1
+    ops = {t.split()[-1] for t in made[0].titles}
+    assert ops == {"copy-gs", "access-width"}
+    for name in ("copy-gs", "access-width"):
+        assert (tmp_path / f"{name}.jsonl").read_text().count("\n") > 0
