@@ -166,40 +166,59 @@ def test_module_interface_kept():
 
 
 # ---- energy per launch: the launches back to back ------------------------------------------------
+class HostClock:
+    """The host's clock in these tests: a reading moves it 0.1 ms (the host's own loop), a counter
+    read `read_s`. What the tests see is this clock's, so a busy CI host cannot change it; real time
+    passes alongside (the same sleeps) so that the Sampler's polling thread gets to run."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        self.sleep(1e-4)
+        return self.t
+
+    def sleep(self, s):
+        time.sleep(s)
+        self.t += s
+
+
 class SteppedNVML(FakeNVML):
     """An energy counter that moves only every `step_s` (as the driver's does) at 250 W, and takes
-    `read_s` to read (NVML takes ms)."""
+    `read_s` to read (NVML takes ms). `clock` (a HostClock) is set by _b2b."""
 
     def __init__(self, step_s=0.05, still=False, read_s=0.003, **kw):
         super().__init__(**kw)
-        self.step_s, self.still, self.read_s = step_s, still, read_s
+        self.step_s, self.still, self.read_s, self.clock = step_s, still, read_s, None
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h):
-        time.sleep(self.read_s)
-        t = 0.0 if self.still else time.perf_counter() - self.t0
+        self.clock.sleep(self.read_s)
+        t = 0.0 if self.still else self.clock.t
         return int(1_000 + 250_000 * self.step_s * (t // self.step_s))
 
 
 class FakeGPU:
-    """Replays queued on a GPU that runs them one after another, `replay_s` each."""
+    """Replays queued on a GPU that runs them one after another, `replay_s` each, on `clock`."""
 
-    def __init__(self, replay_s=0.002):
-        self.replay_s, self.free_at, self.idle_s, self.t0 = replay_s, None, 0.0, None
+    def __init__(self, clock, replay_s=0.002):
+        self.clock, self.replay_s, self.free_at, self.idle_s, self.t0 = clock, replay_s, None, 0.0, None
+        self.timed = False
 
     def replay(self):
-        now = time.perf_counter()
+        now = self.clock()
         if self.free_at is None:
             self.t0 = self.free_at = now
         elif self.free_at < now:  # the queue ran dry: the GPU waited for the host
-            self.idle_s += now - self.free_at
+            self.idle_s += (now - self.free_at) if self.timed else 0.0  # idle inside gpu_s's window
             self.free_at = now
         self.free_at += self.replay_s
         done_at = self.free_at
-        return lambda: time.perf_counter() >= done_at
+        return lambda: self.clock() >= done_at
 
     def gpu_s(self, first):  # an event behind what is queued: from when the GPU gets to it
         if first:
-            self.t0 = max(self.free_at, time.perf_counter())
+            self.t0 = self.free_at = max(self.free_at, self.clock())
+            self.timed = True
             return None
         return self.free_at - self.t0
 
@@ -207,9 +226,10 @@ class FakeGPU:
 def _b2b(nv, depth=4, min_s=0.2):
     from labkit.energy import back_to_back
 
-    gpu = FakeGPU()
+    clock = HostClock()
+    nv.clock, gpu = clock, FakeGPU(clock)
     meter = Sampler(period_s=0.002, nv=nv, handle="h", sync=lambda: None)
-    return back_to_back(gpu.replay, 10, meter, gpu.gpu_s, min_s=min_s, depth=depth), gpu
+    return back_to_back(gpu.replay, 10, meter, gpu.gpu_s, min_s=min_s, depth=depth, clock=clock), gpu
 
 
 def test_back_to_back_power_is_read_between_steps_of_the_counter():
@@ -217,16 +237,14 @@ def test_back_to_back_power_is_read_between_steps_of_the_counter():
 
     out, gpu = _b2b(SteppedNVML(step_s=0.05))
     assert per_launch(out) and out["energy_scope"].endswith("0 back-to-back launches")
-    # a fixed window would be off by up to a step (0.05 s of 0.2 s: 25 %); step to step it is off only
-    # by when the host saw each step (a read: 3 ms, plus a busy host's delay, of >= 200 ms)
-    assert out["power_w"] == pytest.approx(250.0, rel=0.06) and out["energy_source"] == "counter"
+    # a fixed window would be off by up to a step (0.05 s of 0.2 s: 25 %); step to step only by when
+    # the host saw each step (within a read, 3 ms, of >= 200 ms)
+    assert out["power_w"] == pytest.approx(250.0, rel=0.03) and out["energy_source"] == "counter"
     assert out["counter_step_ms"] == pytest.approx(50, rel=0.1) and out["counter_steps"] >= 4
     assert out["counter_read_ms"] >= 3
-    # replays stay queued while the host reads the counter (3 ms a read, 2 ms a replay): next to no
-    # idle GPU (one replay queued idles it > 50 ms, test below; a busy 2-core CI host adds a few ms)
-    assert gpu.idle_s < 0.02
-    assert out["energy_launch_us"] == pytest.approx(200.0, rel=0.05)
-    assert out["energy_per_launch_j"] == pytest.approx(out["power_w"] * out["energy_launch_us"] * 1e-6)
+    # replays stay queued while the host reads the counter (3 ms a read, 2 ms a replay): no idle GPU
+    assert gpu.idle_s < 0.001  # one host step (0.1 ms) after the start event, before the first replay
+    assert out["energy_launch_us"] == pytest.approx(200.0, rel=0.01) and out["energy_per_launch_j"] == pytest.approx(250.0 * 200e-6, rel=0.03)
     assert out["power_polled_w"] == 250.0 and "power_max_w" not in out
 
 
