@@ -109,7 +109,8 @@ class Sampler:
             torch.cuda.synchronize()  # the loop's launches are done before the counter is read
         else:
             self._sync()
-        e1, t1 = self._energy_mj(), time.perf_counter()
+        # the counter is read only for the loop's own energy (launches > 0): NVML takes ms a read
+        e1, t1 = self._energy_mj() if launches > 0 else None, time.perf_counter()
         self._stop.set()
         self._thread.join(timeout=max(1.0, 10 * self.period_s))
         self._thread = None
@@ -218,7 +219,7 @@ def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUS
     replay()  # the first replay outside: graph upload, clocks up
     meter.start()
     reps, steps, reads, queued = 0, [], [], deque()
-    e_last, t_last = meter._energy_mj(), clock()
+    e_last, t_last = meter._e0, clock()  # the counter as start() just read it
     gpu_s(True)
     t_begin = t_last
     while True:
