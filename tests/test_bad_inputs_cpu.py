@@ -240,6 +240,7 @@ CLI = [
     (["bench", "add", "--offset", "-1"], r"offset .* must be an int >= 0"),
     (["list", "ad"], r"unknown op 'ad'.*did you mean 'add'"),
     (["why", "add", "f16x8pak"], r"no variant 'f16x8pak'.*did you mean 'f16x8_pack'"),
+    (["why", "add", "f16x8", "--budget", "-1"], r"budget_s .* must be > 0"),  # checked without a GPU too
     (["sass", "add", "--arch", "90;touch x"], "is not a compute capability list"),
     (["recorded", "no/such/folder"], "no recorded results under no/such/folder"),
     (["profile", "add", "--sweep", "seed000"], "give an op .* or a sweep name, not both"),
