@@ -35,17 +35,38 @@ class WorkerError(LabkitError):
     """A worker could not start, or reported an error that is not a measurement outcome."""
 
 
+def _main(fd: int, lifeline: int) -> None:
+    """The worker process's entry point (`python -c`, not multiprocessing's spawn, which re-runs the
+    parent's `__main__`: an unguarded script started itself again in every worker). It takes the
+    parent's sys.path and its task over the socket `fd`, and exits when `lifeline` closes: the
+    parent died, even by SIGKILL, so no worker outlives it holding a GPU."""
+    import sys
+    from multiprocessing.connection import Connection
+
+    threading.Thread(target=_watch, args=(lifeline,), daemon=True).start()
+    conn = Connection(fd)
+    sys_path, gpu, runner_spec, env = conn.recv()
+    sys.path[:] = sys_path
+    _child(conn, gpu, runner_spec, env)
+
+
+def _watch(fd: int) -> None:
+    try:
+        while os.read(fd, 1):
+            pass
+    except OSError:
+        pass
+    os._exit(0)
+
+
 def _child(conn, gpu, runner_spec, env):
-    """The worker's main: pin the GPU (by UUID: CUDA's own numbering may differ from the host's),
-    then serve ('run', title, cfg) until ('stop',)."""
+    """The worker's main (the GPU is pinned by UUID in its environment: CUDA's own numbering may
+    differ from the host's): serve ('run', title, cfg) until ('stop',)."""
     import signal
 
     # Ctrl-C (or a notebook's interrupt, or nbclient's shutdown) is the parent's to handle: it stops
     # the run between configurations; a worker never dies mid-measurement of it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu["uuid"]
-        os.environ["LABKIT_GPU_INDEX"] = str(gpu["index"])
     os.environ.update(env)
     try:
         factory = _resolve(runner_spec[0])
@@ -108,29 +129,49 @@ def _resolve(spec: str):
 
 
 class Worker:
-    """One worker process and its pipe."""
+    """One worker process, its socket and its lifeline."""
 
     def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
-        import multiprocessing as mp
+        import socket
+        import subprocess
+        import sys
+        from multiprocessing.connection import Connection
 
-        ctx = mp.get_context("spawn")
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(child, gpu, runner_spec, self.env), daemon=True,
-                                name=f"labkit-worker-gpu{gpu['index'] if gpu else ''}")
-        self.proc.start()
-        child.close()
-        msg = self._recv(start_timeout_s, "start")
+        env = dict(os.environ, **self.env)
+        if gpu is not None:
+            env.update(CUDA_VISIBLE_DEVICES=gpu["uuid"], LABKIT_GPU_INDEX=str(gpu["index"]))
+        # the child imports labkit before it reads the parent's sys.path: from where this one came
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (here, env.get("PYTHONPATH"))))
+        parent, child = socket.socketpair()
+        life_r, self._life_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from labkit.workers import _main; "
+                 "_main(int(sys.argv[1]), int(sys.argv[2]))", str(child.fileno()), str(life_r)],
+                pass_fds=(child.fileno(), life_r), env=env, stdin=subprocess.DEVNULL)
+        finally:
+            child.close()
+            os.close(life_r)
+        self.conn = Connection(parent.detach())
+        self._lock = threading.Lock()  # one request and its answer at a time, whichever thread asks
+        self.owed = False
+        self.conn.send((list(sys.path), gpu, runner_spec, self.env))
+        msg = self._recv(start_timeout_s)
         if msg is None or msg[0] != "ready":
             detail = msg[2] if msg and len(msg) > 2 else ""
             self.kill()
             raise WorkerError(f"the worker for GPU {gpu['index'] if gpu else 0} did not start: "
                               f"{msg[1] if msg else 'no answer in %d s' % start_timeout_s}\n{detail}".strip())
         self.identity = msg[1]
-        self.owed = False
 
-    def _recv(self, timeout, what):
+    @property
+    def exitcode(self):
+        return self.proc.poll()
+
+    def _recv(self, timeout):
         if self.conn.poll(timeout):
             try:
                 return self.conn.recv()
@@ -139,47 +180,55 @@ class Worker:
         return None
 
     def alive(self) -> bool:
-        return self.proc.is_alive()
+        return self.proc.poll() is None
 
     def prebuild(self, configs) -> tuple:
         """('built', n) once the worker has built a group's libraries (or the failure of a run)."""
-        return self._ask(("prebuild", list(configs)), PHASE_TIMEOUT_S)
+        return self._ask(("prebuild", list(configs)), "compile", PHASE_TIMEOUT_S)
 
     def run(self, title, cfg, phase_timeout_s=PHASE_TIMEOUT_S) -> tuple:
         """('row', rec) or ('lost', rec) or ('dead'|'timeout', message) or ('config_error', msg)."""
-        return self._ask(("run", title, cfg), phase_timeout_s)
+        return self._ask(("run", title, cfg), "request", phase_timeout_s)
 
-    def _ask(self, request, phase_timeout_s) -> tuple:
-        try:
-            self.conn.send(request)
-        except (BrokenPipeError, OSError):
-            return ("dead", f"the worker had exited (code {self.proc.exitcode})")
-        try:
-            return self._answer(phase_timeout_s)
-        except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
-            self.owed = True
-            raise
+    def _ask(self, request, phase, phase_timeout_s) -> tuple:
+        with self._lock:
+            if self.owed:
+                self._answer("owed", PHASE_TIMEOUT_S)
+                self.owed = False
+            try:
+                self.conn.send(request)
+            except (BrokenPipeError, OSError):
+                return ("dead", f"the worker had exited (code {self.exitcode})")
+            try:
+                return self._answer(phase, phase_timeout_s)
+            except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
+                self.owed = True
+                raise
 
     def settle(self) -> None:
         """After an interrupted wait: read (and drop) the answer the worker still owes, so the next
         request gets its own answer, not the last one's."""
-        self._answer(PHASE_TIMEOUT_S)
-        self.owed = False
+        with self._lock:
+            if self.owed:
+                self._answer("owed", PHASE_TIMEOUT_S)
+                self.owed = False
 
-    def _answer(self, phase_timeout_s) -> tuple:
-        phase = "compile"
+    def _answer(self, phase, phase_timeout_s) -> tuple:
+        """The worker's answer, following its phase messages; a phase with no progress past its
+        limit (compile: COMPILE_TIMEOUT_S, the others: phase_timeout_s) kills the worker."""
         while True:
             limit = COMPILE_TIMEOUT_S if phase == "compile" else phase_timeout_s
-            got = self.conn.poll(limit)
-            if not got:
+            if not self.conn.poll(limit):
                 self.kill()
                 return ("timeout", f"no progress for {limit:.0f} s in phase '{phase}' (a hung kernel?); "
                                    "the worker was killed and replaced")
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
-                self.proc.join(5)
-                code = self.proc.exitcode
+                try:
+                    code = self.proc.wait(5)
+                except Exception:  # noqa: BLE001 - still running: reported as unknown
+                    code = None
                 how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return ("dead", f"the worker process died ({how}) in phase '{phase}'")
             if msg[0] == "phase":
@@ -188,19 +237,29 @@ class Worker:
             return msg
 
     def stop(self) -> None:
-        try:
-            self.conn.send(("stop",))
-            self.proc.join(10)
-        except (BrokenPipeError, OSError):
-            pass
-        if self.proc.is_alive():
-            self.kill()
+        """Ask the worker to end; one still busy for a thread of an interrupted run is killed."""
+        if self._lock.acquire(timeout=1):
+            try:
+                self.conn.send(("stop",))
+                self.proc.wait(10)
+            except Exception:  # noqa: BLE001 - a broken pipe or a worker that does not stop: killed below
+                pass
+            finally:
+                self._lock.release()
+        self.kill()
 
     def kill(self) -> None:
-        if self.proc.is_alive():
+        if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.join(10)
-        self.conn.close()
+        try:
+            self.proc.wait(10)
+        except Exception:  # noqa: BLE001 - unkillable (D state): its lifeline is closed below anyway
+            pass
+        for close in (self.conn.close, lambda: os.close(self._life_w)):
+            try:
+                close()
+            except OSError:
+                pass
 
 
 def failure_row(cfg, kind: str, message: str, identity: dict) -> dict:
@@ -259,21 +318,27 @@ class WorkerPool:
 
             raise ConfigError(msg[1])
         if kind == "lost":
-            w.proc.join(10)
+            w.proc.wait(10)
             rec = dict(msg[1], worker="replaced: CUDA context lost")
             return rec
         if kind == "crash":
             raise WorkerError(f"{cfg.describe()}: {msg[1]}\n{msg[2]}")
         return failure_row(cfg, kind, f"{cfg.describe()}: {msg[1]}", w.identity)
 
-    def run_group(self, title, configs, gpu=None):
+    def run_group(self, title, configs, gpu=None, stop=None):
+        """Yield the record of each configuration of one group on one GPU; with `stop` (an Event),
+        end before the next configuration once it is set."""
         gpu = self.indices[0] if gpu is None else gpu
         self._worker(gpu).prebuild(configs)  # a worker lost here is replaced by the first run's _worker
         for cfg in configs:
+            if stop is not None and stop.is_set():
+                return
             yield self._one(gpu, title, cfg)
 
     def run_all(self, title, groups):
-        """Yield records as they arrive; each worker takes the next group when it is free."""
+        """Yield records as they arrive; each worker takes the next group when it is free. On Ctrl-C
+        (or the caller closing this generator) every serving thread ends after the configuration it
+        is running: the next run's requests wait for that answer (Worker's lock) and never read it."""
         if len(self.indices) == 1:
             for g in groups:
                 yield from self.run_group(title, g)
@@ -290,7 +355,7 @@ class WorkerPool:
                         g = todo.get_nowait()
                     except queue.Empty:
                         return
-                    for rec in self.run_group(title, g, gpu):
+                    for rec in self.run_group(title, g, gpu, stop):
                         out.put(("row", rec))
             except BaseException as e:  # noqa: BLE001 - handed to the consumer
                 out.put(("error", e))
@@ -312,8 +377,6 @@ class WorkerPool:
                     running -= 1
         finally:
             stop.set()
-            for t in threads:
-                t.join(1)
 
     def close(self) -> None:
         for w in self.workers.values():
