@@ -53,7 +53,7 @@ class LocalProcesses:
                 import dask_cuda  # noqa: F401 - only whether it is there; it runs in the worker process
             except ImportError:
                 raise LabkitError("--cluster local-cuda needs dask-cuda: `pip install 'labkit[cluster]'`") from None
-            from .workers import resolve_gpus
+            from .device import resolve_gpus
 
             found = resolve_gpus(gpus)
             n = len(found)

@@ -7,7 +7,7 @@ import functools
 import os
 import subprocess
 
-from .errors import NoGPUError
+from .errors import ConfigError, NoGPUError
 from .paths import ROOT, gpu_slug
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
@@ -196,3 +196,36 @@ def visible_gpus() -> list:
         return []
     return [{"index": _physical_index(i), "name": torch.cuda.get_device_name(i),
              "uuid": str(torch.cuda.get_device_properties(i).uuid)} for i in range(torch.cuda.device_count())]
+
+
+def parse_gpus(gpus) -> list | None:
+    """'all' / None -> None (every visible GPU); '0,1', 1 or [0, 1] -> [0, 1]; ConfigError otherwise."""
+    if gpus is None or gpus == "all":
+        return None
+    if isinstance(gpus, int):
+        gpus = [gpus]
+    if isinstance(gpus, str):
+        try:
+            gpus = [int(x) for x in gpus.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--gpus takes 'all' or GPU indices like 0,1, got {gpus!r}") from None
+    out = list(dict.fromkeys(int(g) for g in gpus))
+    if not out or any(g < 0 for g in out):
+        raise ConfigError(f"--gpus takes 'all' or GPU indices >= 0, got {gpus!r}")
+    return out
+
+
+def resolve_gpus(gpus) -> list:
+    """The visible GPUs ({'index', 'uuid', 'name'}) that `gpus` names; a clear error for others."""
+    want = parse_gpus(gpus)
+    found = visible_gpus()
+    if not found:
+        raise NoGPUError(NO_GPU)
+    if want is None:
+        return found
+    have = {g["index"]: g for g in found}
+    missing = [i for i in want if i not in have]
+    if missing:
+        raise ConfigError(f"--gpus {','.join(map(str, want))}: no visible GPU {', '.join(map(str, missing))}; "
+                          f"visible GPUs are {', '.join(str(i) for i in have)}")
+    return [have[i] for i in want]

@@ -12,9 +12,7 @@ and the kernel, and nothing else is lost.
 With several GPUs, groups of configurations (a torch baseline and the variants compared with it)
 go to whichever worker is free; every row says which GPU measured it (`gpu`, `gpu_index`).
 
-Trade-off: a worker costs a process start (~2-5 s: import torch, create a CUDA context) once per
-pool, and ~1 ms of IPC per configuration; the default pool is kept for the session. `labkit.call`
-stays in the caller's process: it returns tensors of the caller's context.
+Trade-off: a process start per pool (~2-5 s), ~1 ms of IPC per configuration (README: Workers).
 """
 from __future__ import annotations
 
@@ -24,6 +22,7 @@ import queue
 import threading
 import traceback
 
+from .device import resolve_gpus
 from .errors import LabkitError
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
@@ -167,10 +166,6 @@ class Worker:
                               f"{msg[1] if msg else 'no answer in %d s' % start_timeout_s}\n{detail}".strip())
         self.identity = msg[1]
 
-    @property
-    def exitcode(self):
-        return self.proc.poll()
-
     def _recv(self, timeout):
         if self.conn.poll(timeout):
             try:
@@ -198,7 +193,7 @@ class Worker:
             try:
                 self.conn.send(request)
             except (BrokenPipeError, OSError):
-                return ("dead", f"the worker had exited (code {self.exitcode})")
+                return ("dead", f"the worker had exited (code {self.proc.poll()})")
             try:
                 return self._answer(phase, phase_timeout_s)
             except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
@@ -382,44 +377,6 @@ class WorkerPool:
         for w in self.workers.values():
             w.stop()
         self.workers.clear()
-
-
-def parse_gpus(gpus) -> list | None:
-    """'all' / None -> None (every visible GPU); '0,1', 1 or [0, 1] -> [0, 1]; ConfigError otherwise."""
-    from .errors import ConfigError
-
-    if gpus is None or gpus == "all":
-        return None
-    if isinstance(gpus, int):
-        gpus = [gpus]
-    if isinstance(gpus, str):
-        try:
-            gpus = [int(x) for x in gpus.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"--gpus takes 'all' or GPU indices like 0,1, got {gpus!r}") from None
-    out = list(dict.fromkeys(int(g) for g in gpus))
-    if not out or any(g < 0 for g in out):
-        raise ConfigError(f"--gpus takes 'all' or GPU indices >= 0, got {gpus!r}")
-    return out
-
-
-def resolve_gpus(gpus) -> list:
-    """The visible GPUs ({'index', 'uuid', 'name'}) that `gpus` names; a clear error for others."""
-    from .device import NO_GPU, visible_gpus
-    from .errors import ConfigError, NoGPUError
-
-    want = parse_gpus(gpus)
-    found = visible_gpus()
-    if not found:
-        raise NoGPUError(NO_GPU)
-    if want is None:
-        return found
-    have = {g["index"]: g for g in found}
-    missing = [i for i in want if i not in have]
-    if missing:
-        raise ConfigError(f"--gpus {','.join(map(str, want))}: no visible GPU {', '.join(map(str, missing))}; "
-                          f"visible GPUs are {', '.join(str(i) for i in have)}")
-    return [have[i] for i in want]
 
 
 _pools: dict = {}

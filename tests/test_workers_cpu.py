@@ -6,7 +6,8 @@ import pytest
 from labkit.errors import ConfigError
 from labkit.records import ResultLog
 from labkit.session import groups, run
-from labkit.workers import WorkerPool, WorkerError, parse_gpus
+from labkit.device import parse_gpus
+from labkit.workers import WorkerPool, WorkerError
 
 from fake_runner import configs
 
@@ -119,7 +120,7 @@ def test_bad_gpus_argument_names_the_form(bad):
 
 def test_gpus_naming_an_absent_gpu_says_which_are_visible(monkeypatch):
     from labkit import device
-    from labkit.workers import resolve_gpus
+    from labkit.device import resolve_gpus
 
     monkeypatch.setattr(device, "visible_gpus", lambda: [{"index": 0, "name": "G", "uuid": "u0"},
                                                          {"index": 1, "name": "G", "uuid": "u1"}])
