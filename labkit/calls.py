@@ -63,17 +63,21 @@ def _variant(o, name: str, inputs):
 
 class _Prepared:
     """What a repeated call with one signature needs: the launcher, the outputs' shapes and dtypes,
-    and the packed arguments with every field but the data pointers filled in. Everything a call
+    and one argument block with every field but the data pointers filled in. Everything a call
     looks up is bound here once (host cost: no imports, no attribute chains per call)."""
 
-    __slots__ = ("fn", "template", "outs", "n_call", "device", "dev", "offsets", "stream", "empty", "empty_like")
+    __slots__ = ("fn", "args", "argp", "outs", "n_call", "device", "dev", "offsets", "stream", "empty",
+                 "empty_like")
 
-    def __init__(self, fn, args, inputs, outputs, n_call):
+    def __init__(self, address, args, inputs, outputs, n_call):
         import torch
 
-        from .launch import LkArgs, LkTensor
+        from .launch import LAUNCHER_FN_GIL, LkArgs, LkTensor
 
-        self.fn, self.template, self.n_call = fn, bytes(args), n_call
+        # the block is written and read under the GIL (this launcher keeps it, so no thread can write
+        # the next call's pointers while a launch reads them): one block, no copy per call
+        self.fn, self.args, self.n_call = LAUNCHER_FN_GIL(address), LkArgs.from_buffer_copy(bytes(args)), n_call
+        self.argp = ctypes.addressof(self.args)
         self.device, self.dev = inputs[0].device, inputs[0].device.index
         # an output shaped like an input is allocated with empty_like (about half torch.empty's host cost)
         like = {(tuple(t.shape), t.dtype): k for k, t in reversed(list(enumerate(inputs)))}
@@ -83,27 +87,21 @@ class _Prepared:
                         for k in range(len(inputs) + len(outputs))]
         self.stream, self.empty, self.empty_like = torch._C._cuda_getCurrentRawStream, torch.empty, torch.empty_like
 
-    def __call__(self, inputs):
-        outputs = [self.empty(s, dtype=d, device=self.device) if k is None else self.empty_like(inputs[k])
-                   for k, s, d in self.outs]
-        args = _new_args(self.template)
+    def __call__(self, inputs, out=()):
+        """Launch on `inputs`, writing into `out` (the call's outputs, checked when this signature was
+        prepared) or into new tensors; returns the call's outputs."""
+        outputs = [*out, *(self.empty(s, dtype=d, device=self.device) if k is None else self.empty_like(inputs[k])
+                           for k, s, d in self.outs[len(out):])]
+        args = self.args
         for off, t in zip(self.offsets, (*inputs, *outputs)):
             _pack_into("Q", args, off, t.data_ptr())
-        rc = self.fn(ctypes.byref(args), self.stream(self.dev))
+        rc = self.fn(self.argp, self.stream(self.dev))
         if rc < 0:
             from .errors import LaunchError
             from .launch import error_string
 
             raise LaunchError(f"kernel launch failed: {error_string(-rc)}", code=-rc)
         return outputs[:self.n_call]
-
-
-def _new_args(template: bytes):
-    global _new_args
-    from .launch import LkArgs
-
-    _new_args = LkArgs.from_buffer_copy  # bound on first use (labkit.launch imports nothing heavy)
-    return _new_args(template)
 
 
 _prepared: dict = {}
@@ -143,17 +141,37 @@ def _synchronize():
     torch.cuda.current_stream().synchronize()
 
 
-def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False, **params):
-    """Run `variant` of `op` on `inputs`; returns the output tensor (or a tuple of them).
-    `params` are the op's call parameters (e.g. bins= for histogram); `check=True` also runs the
-    op's value checks that need a host sync (index / value ranges)."""
+def _check_out(o, out, outputs) -> list:
+    """`outputs` with the caller's `out` tensors in place of the call's outputs, each checked against
+    what the op would allocate (shape, dtype, device, contiguity)."""
+    import torch
+
+    if len(out) != o.outputs_of_call:
+        raise ConfigError(f"{o.name}: out= takes {o.outputs_of_call} tensor(s), got {len(out)}")
+    for k, (t, want) in enumerate(zip(out, outputs)):
+        if not isinstance(t, torch.Tensor):
+            raise ConfigError(f"{o.name}: out[{k}] is a {type(t).__name__}, not a torch.Tensor")
+        if (t.shape, t.dtype, t.device) != (want.shape, want.dtype, want.device) or not t.is_contiguous():
+            raise ConfigError(f"{o.name}: out[{k}] must be a contiguous {tuple(want.shape)} {want.dtype} tensor on "
+                              f"{want.device}, got {'a non-contiguous ' if not t.is_contiguous() else ''}"
+                              f"{tuple(t.shape)} {t.dtype} on {t.device}")
+    return [*out, *outputs[len(out):]]
+
+
+def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bool = False, **params):
+    """Run `variant` of `op` on `inputs`; returns the output tensor (or a tuple of them), written
+    into `out` (a tensor or a tuple, as torch's out=) where given. `params` are the op's call
+    parameters (e.g. bins= for histogram); `check=True` also runs the op's value checks that need a
+    host sync (index / value ranges)."""
+    out = () if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
     try:  # one hash of the signature; anything unhashable (or not a tensor) takes the checked path
-        key = (op, variant, tuple((t.dtype, t.shape, t.stride(), t.device) for t in inputs), tuple(params.items()))
+        key = (op, variant, len(out), *[(t.dtype, t.shape, t.stride(), t.device) for t in (*inputs, *out)],
+               *params.items())
         p = _prepared.get(key)
     except (AttributeError, TypeError):
         key, p = None, None
     if p is not None and not check:  # the same signature as an earlier call: its checks hold, only the pointers change
-        outs = p(inputs)
+        outs = p(inputs, out)
         if sync:
             _synchronize()
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -172,14 +190,17 @@ def call(op: str, variant: str, *inputs, sync: bool = False, check: bool = False
     v = _variant(o, variant, inputs)
     shape = _check_call(o, v, inputs, params, check)
     outputs = o.make_outputs(list(inputs), shape, v.dtype, 0)
+    if out:
+        outputs = _check_out(o, out, outputs)
     if v.is_torch:
         o.torch_impl(list(inputs), outputs, shape, v.dtype)
     else:
         ints, floats = o.params(shape, v.dtype)
-        launch = launcher_for(o, v).prepare([*inputs, *outputs], ints, floats)
+        launcher = launcher_for(o, v)
+        launch = launcher.prepare([*inputs, *outputs], ints, floats)
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
-            _prepared[key] = _Prepared(launch._fn, launch.args, inputs, outputs, o.outputs_of_call)
+            _prepared[key] = _Prepared(launcher.address, launch.args, inputs, outputs, o.outputs_of_call)
     if sync:
         _synchronize()
     outs = outputs[:o.outputs_of_call]

@@ -114,11 +114,12 @@ def block_launch(root, args) -> str:
     rows = []
     for d in _gpus(root):
         r = _json(d / "launch-cost.json")
-        if r:
-            rows.append([r["gpu"], _f(r["labkit_prepared_us"]), _f(r["torch_add_out_us"]), _f(r["prepared_vs_torch_out"]),
-                         _f(r["labkit_call_us"]), _f(r["torch_add_us"]), _f(r["call_vs_torch"]), r["date"][:10], r["commit"]])
-    return _table(["GPU", "prepared launch µs", "torch.add(out=) µs", "ratio (goal ≤ 1.2)", "labkit.call µs",
-                   "torch.add µs", "ratio (goal ≤ 2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
+        if r:  # files recorded before labkit.call took out= have no such column
+            rows.append([r["gpu"], _f(r["labkit_prepared_us"]), _f(r.get("labkit_call_out_us")), _f(r["torch_add_out_us"]),
+                         _f(r.get("call_out_vs_torch_out")), _f(r["labkit_call_us"]), _f(r["torch_add_us"]),
+                         _f(r["call_vs_torch"]), r["date"][:10], r["commit"]])
+    return _table(["GPU", "prepared launch µs", "labkit.call(out=) µs", "torch.add(out=) µs", "ratio (goal ≤ 1.2)",
+                   "labkit.call µs", "torch.add µs", "ratio (goal ≤ 1.2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 
 def _pivot(rows, value, variants, fmt) -> tuple:
