@@ -278,7 +278,9 @@ def main(argv=None) -> int:
             if not has_gpu():
                 print(f"labkit: {NO_GPU}\n", file=sys.stderr)
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
-            a = p.parse_args(["bench", "add"])
+            from .main_job import main as main_job
+
+            return main_job(_ex_kw(p.parse_args(["bench", "add"])))
         from .nsight.cli import cmd_profile
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
