@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from struct import pack_into as _pack_into
+import struct
 
 from .errors import ConfigError
 from .launch import launcher_for
@@ -61,15 +61,26 @@ def _variant(o, name: str, inputs):
         return _resolve(o.name, name, None)[1]  # unknown names raise here, with a suggestion
 
 
+@functools.lru_cache(maxsize=None)
+def _packer(n: int, stride: int, base: int):
+    """A function (args, t0, ..., t{n-1}) writing the n tensors' data pointers into an lk_args block
+    with one Struct.pack_into: a third of the host cost of n separate pack_into calls (CPython
+    builds it as dataclasses build their methods)."""
+    fmt = struct.Struct("<" + f"Q{stride - 8}x" * (n - 1) + "Q")
+    ts = ", ".join(f"t{k}" for k in range(n))
+    ns: dict = {"_into": fmt.pack_into}
+    exec(f"def pack(args, {ts}):\n    _into(args, {base}, {', '.join(f't{k}.data_ptr()' for k in range(n))})", ns)
+    return ns["pack"]
+
+
 class _Prepared:
     """What a repeated call with one signature needs: the launcher, the outputs' shapes and dtypes,
     and one argument block with every field but the data pointers filled in. Everything a call
     looks up is bound here once (host cost: no imports, no attribute chains per call)."""
 
-    __slots__ = ("fn", "args", "argp", "outs", "n_call", "device", "dev", "offsets", "stream", "empty",
-                 "empty_like")
+    __slots__ = ("fn", "args", "argp", "alloc", "n_out", "n_call", "dev", "pack", "stream", "ret")
 
-    def __init__(self, address, args, inputs, outputs, n_call):
+    def __init__(self, address, args, inputs, outputs, n_call, n_given):
         import torch
 
         from .launch import LAUNCHER_FN_GIL, LkArgs, LkTensor
@@ -78,30 +89,31 @@ class _Prepared:
         # the next call's pointers while a launch reads them): one block, no copy per call
         self.fn, self.args, self.n_call = LAUNCHER_FN_GIL(address), LkArgs.from_buffer_copy(bytes(args)), n_call
         self.argp = ctypes.addressof(self.args)
-        self.device, self.dev = inputs[0].device, inputs[0].device.index
-        # an output shaped like an input is allocated with empty_like (about half torch.empty's host cost)
+        device, self.dev = inputs[0].device, inputs[0].device.index
+        # outputs the caller did not give: an output shaped like an input is allocated with
+        # empty_like (about half torch.empty's host cost)
         like = {(tuple(t.shape), t.dtype): k for k, t in reversed(list(enumerate(inputs)))}
-        self.outs = [(like.get((tuple(t.shape), t.dtype)), tuple(t.shape), t.dtype) for t in outputs]
-        # byte offset of each tensor's data pointer in lk_args: the only fields a repeat changes
-        self.offsets = [LkArgs.t.offset + k * ctypes.sizeof(LkTensor) + LkTensor.data.offset
-                        for k in range(len(inputs) + len(outputs))]
-        self.stream, self.empty, self.empty_like = torch._C._cuda_getCurrentRawStream, torch.empty, torch.empty_like
+        empty, empty_like = torch.empty, torch.empty_like
+        self.alloc = [(lambda xs, k=k: empty_like(xs[k])) if k is not None else
+                      (lambda xs, s=tuple(t.shape), d=t.dtype: empty(s, dtype=d, device=device))
+                      for t in outputs[n_given:] for k in [like.get((tuple(t.shape), t.dtype))]]
+        self.n_out = len(outputs)
+        self.pack = _packer(len(inputs) + len(outputs), ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)
+        self.stream = torch._C._cuda_getCurrentRawStream
+        self.ret = (lambda outs: outs[0]) if n_call == 1 else (lambda outs: tuple(outs[:n_call]))
 
     def __call__(self, inputs, out=()):
         """Launch on `inputs`, writing into `out` (the call's outputs, checked when this signature was
-        prepared) or into new tensors; returns the call's outputs."""
-        outputs = [*out, *(self.empty(s, dtype=d, device=self.device) if k is None else self.empty_like(inputs[k])
-                           for k, s, d in self.outs[len(out):])]
-        args = self.args
-        for off, t in zip(self.offsets, (*inputs, *outputs)):
-            _pack_into("Q", args, off, t.data_ptr())
+        prepared) and new tensors for the rest; returns the call's output(s), as labkit.call does."""
+        outputs = (*out, *(f(inputs) for f in self.alloc)) if self.alloc else out
+        self.pack(self.args, *inputs, *outputs)
         rc = self.fn(self.argp, self.stream(self.dev))
         if rc < 0:
             from .errors import LaunchError
             from .launch import error_string
 
             raise LaunchError(f"kernel launch failed: {error_string(-rc)}", code=-rc)
-        return outputs[:self.n_call]
+        return self.ret(outputs)
 
 
 _prepared: dict = {}
@@ -171,10 +183,10 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
     except (AttributeError, TypeError):
         key, p = None, None
     if p is not None and not check:  # the same signature as an earlier call: its checks hold, only the pointers change
-        outs = p(inputs, out)
+        r = p(inputs, out)
         if sync:
             _synchronize()
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return r
     import torch
 
     if not inputs:
@@ -200,7 +212,7 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
         launch = launcher.prepare([*inputs, *outputs], ints, floats)
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
-            _prepared[key] = _Prepared(launcher.address, launch.args, inputs, outputs, o.outputs_of_call)
+            _prepared[key] = _Prepared(launcher.address, launch.args, inputs, outputs, o.outputs_of_call, len(out))
     if sync:
         _synchronize()
     outs = outputs[:o.outputs_of_call]

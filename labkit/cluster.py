@@ -53,7 +53,10 @@ def _run_group(title, configs, spec, run_id, task_id):
     runner, scope = _state["runner"], _state["scope"]
     runner.phase = lambda name: q.put({"kind": "phase", "task": task_id, "phase": name})
     q.put({"kind": "start", "task": task_id, "k": -1, "worker": addr})
-    runner.prebuild(configs)
+    try:
+        runner.prebuild(configs)
+    except Exception:  # noqa: BLE001 - as in labkit's workers: the runs that follow report their own errors
+        pass
     for k, cfg in enumerate(configs):
         if stop.is_set():
             return {"end": "stopped"}
