@@ -302,7 +302,7 @@ def test_labkit_blocking_0_starts_without_the_blocking_kernel():
 
 
 def test_call_packer_writes_exactly_the_data_pointers():
-    """labkit.call's repeat writes n data pointers with one Struct.pack_into: every other byte of
+    """labkit.call's repeat writes n data pointers as 64-bit words: every other byte of
     the argument block (numel, sizes, ndim, itemsize, ints, floats) stays as packed."""
     import ctypes
 
@@ -319,7 +319,8 @@ def test_call_packer_writes_exactly_the_data_pointers():
     a = LkArgs()
     ctypes.memset(ctypes.addressof(a), 0x5A, ctypes.sizeof(a))
     before = bytes(a)
-    _packer(3, ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)(a, Ptr(11), Ptr(1 << 40), Ptr(33))
+    words = memoryview(a).cast("B").cast("Q")
+    _packer(3, ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)(words, Ptr(11), Ptr(1 << 40), Ptr(33))
     assert [a.t[k].data for k in range(3)] == [11, 1 << 40, 33]
     changed = {k for k, (x, y) in enumerate(zip(before, bytes(a))) if x != y}
     fields = {LkArgs.t.offset + k * ctypes.sizeof(LkTensor) + LkTensor.data.offset + j for k in range(3) for j in range(8)}
