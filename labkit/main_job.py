@@ -2,7 +2,7 @@
 
 * The kernel libraries build (side by side, nvcc in parallel) while the worker process starts;
 * one table per dtype, shapes down and variants across (kernel µs from CUPTI, event µs in
-  brackets), each printed as soon as its rows are in, the smallest first;
+  brackets), the smallest first, each line printed as soon as its shape is measured;
 * the quick stop rule below (every row says which rule stopped it); `labkit bench add` runs the
   full one;
 * a short summary last: per dtype, the best variant at the largest shape against torch.
@@ -16,7 +16,8 @@ import threading
 import time
 
 OP = "add"
-RULE = {"budget_s": 0.25}  # a first look in well under a minute; the default rule gives each row 1 s
+RULE = {"budget_s": 0.1}  # a first look in well under a minute (the default rule gives each row 1 s);
+# cold samples take ~0.1 ms each, so 0.1 s still holds hundreds of them
 
 
 def _build_ahead(op) -> threading.Thread:
@@ -36,25 +37,34 @@ def _build_ahead(op) -> threading.Thread:
     return t
 
 
+def _cell(r) -> str:
+    if r is None:
+        return "–"
+    if r.get("status") != "ok" or r.get("time_us") is None:
+        return str(r.get("status", "?")).upper()
+    k = r.get("kernel_us")
+    return f"{k:.2f} ({r['time_us']:.2f})" if k is not None and k == k else f"({r['time_us']:.2f})"
+
+
+def _line(cells, widths) -> str:
+    return "  ".join(str(x).rjust(w) for x, w in zip(cells, widths))
+
+
+def _head(dtype, variants) -> list:
+    return ["shape", *(v if v != "torch" else f"torch {dtype}" for v in variants)]
+
+
+def _widths(head) -> list:
+    return [max(len(h), 15) if k else 11 for k, h in enumerate(head)]  # '1234.56 (1234.56)' fits
+
+
 def table(rows) -> str:
     """Shapes down, variants across: 'kernel µs (event µs)', or the row's status."""
     variants = list(dict.fromkeys(r["variant"] for r in rows))
-    shapes = list(dict.fromkeys(r["shape"] for r in rows))
-    cell = {(r["shape"], r["variant"]): r for r in rows}
-
-    def fmt(r):
-        if r is None:
-            return "–"
-        if r.get("status") != "ok" or r.get("time_us") is None:
-            return str(r.get("status", "?")).upper()
-        k = r.get("kernel_us")
-        return f"{k:.2f} ({r['time_us']:.2f})" if k is not None and k == k else f"({r['time_us']:.2f})"
-
-    body = [[s, *(fmt(cell.get((s, v))) for v in variants)] for s in shapes]
-    head = ["shape", *(v if v != "torch" else f"torch {rows[0]['dtype']}" for v in variants)]
-    widths = [max(len(str(x[k])) for x in [head, *body]) for k in range(len(head))]
-    line = lambda xs: "  ".join(str(x).rjust(w) for x, w in zip(xs, widths))  # noqa: E731
-    return "\n".join([line(head), *(line(b) for b in body)])
+    head, cell = _head(rows[0]["dtype"], variants), {(r["shape"], r["variant"]): r for r in rows}
+    w = _widths(head)
+    return "\n".join([_line(head, w), *(_line([s, *(_cell(cell.get((s, v))) for v in variants)], w)
+                                          for s in dict.fromkeys(r["shape"] for r in rows))])
 
 
 def summary(by_dtype: dict, first_s: float, total_s: float) -> str:
@@ -83,6 +93,7 @@ def main(ex_kw: dict) -> int:
     from .records import ResultLog
     from .registry import get_op
     from .session import executor, run
+    from .session import groups as session_groups
 
     t0 = time.perf_counter()
     op = get_op(OP)
@@ -94,11 +105,19 @@ def main(ex_kw: dict) -> int:
     ex = executor(**ex_kw)
     try:
         for dtype in sorted(groups, key=lambda d: len(groups[d])):  # the smallest table first
-            log = ResultLog()
-            run(groups[dtype], log, ex, title=f"labkit {OP} {dtype}", progress=sys.stderr.isatty())
-            by_dtype[dtype] = log.rows
+            variants = list(dict.fromkeys(c.variant_s for c in groups[dtype]))
+            head = _head(dtype, variants)
+            w = _widths(head)
+            print(f"\n{OP} {dtype}, cold: kernel µs (event µs)\n{_line(head, w)}", flush=True)
+            rows = by_dtype[dtype] = []
+            for shape_group in session_groups(groups[dtype]):  # a line as soon as its shape is measured
+                log = ResultLog()
+                run(shape_group, log, ex, title=f"labkit {OP} {dtype}", progress=False)
+                cell = {r["variant"]: r for r in log.rows}
+                print(_line([log.rows[0]["shape"] if log.rows else "?", *(_cell(cell.get(v)) for v in variants)], w),
+                      flush=True)
+                rows += log.rows
             first = first if first is not None else time.perf_counter() - t0
-            print(f"\n{OP} {dtype}, cold: kernel µs (event µs)\n{table(log.rows)}", flush=True)
     finally:
         if not getattr(ex, "shared", False):
             ex.close()
