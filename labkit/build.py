@@ -120,9 +120,7 @@ def generated(family: str, exports, tag: str = "") -> Path:
     out = cache_root() / "gen" / f"{Path(family).stem}{tag}-{digest}.cu"
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
+        write_atomic(out, text)  # prebuild's threads generate side by side: one temporary name each
     return out
 
 
