@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BuildError, CompileError, ConfigError, ToolMissingError
-from .paths import KERNELS_DIR, cache_root
+from .paths import KERNELS_DIR, cache_root, write_atomic
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr")
 LOCK_WAIT_S = 900            # longest wait for another process's build of the same folder
