@@ -72,14 +72,27 @@ def _packer(n: int, stride: int, base: int):
     return ns["pack"]
 
 
+@functools.lru_cache(maxsize=None)
+def _keyer(n: int):
+    """The signature of a call on n tensors as one flat tuple: shape, dtype, contiguity and device
+    of each (a contiguous tensor's strides follow from its shape; a non-contiguous one is refused
+    on its first call and never prepared). Flat and straight-line: half the host cost of a tuple
+    per tensor built in a comprehension."""
+    ts = [f"t{k}" for k in range(n)]
+    fields = ", ".join(f"{t}.shape, {t}.dtype, {t}.is_contiguous(), {t}.get_device()" for t in ts)
+    ns: dict = {}
+    exec(f"def key(op, variant, n_out, {', '.join(ts)}):\n    return (op, variant, n_out, {fields})", ns)
+    return ns["key"]
+
+
 class _Prepared:
     """What a repeated call with one signature needs: the launcher, the outputs' shapes and dtypes,
     and one argument block with every field but the data pointers filled in. Everything a call
     looks up is bound here once (host cost: no imports, no attribute chains per call)."""
 
-    __slots__ = ("fn", "args", "words", "argp", "alloc", "n_out", "n_call", "dev", "pack", "stream", "ret")
+    __slots__ = ("fn", "args", "words", "argp", "alloc", "n_out", "n_call", "dev", "pack", "stream", "key")
 
-    def __init__(self, address, args, inputs, outputs, n_call, n_given):
+    def __init__(self, address, args, inputs, outputs, n_call, n_given, key=None):
         import torch
 
         from .launch import LAUNCHER_FN_GIL, LkArgs, LkTensor
@@ -99,8 +112,7 @@ class _Prepared:
                       for t in outputs[n_given:] for k in [like.get((tuple(t.shape), t.dtype))]]
         self.n_out = len(outputs)
         self.pack = _packer(len(inputs) + len(outputs), ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)
-        self.stream = torch._C._cuda_getCurrentRawStream
-        self.ret = (lambda outs: outs[0]) if n_call == 1 else (lambda outs: tuple(outs[:n_call]))
+        self.stream, self.key = torch._C._cuda_getCurrentRawStream, key
 
     def __call__(self, inputs, out=()):
         """Launch on `inputs`, writing into `out` (the call's outputs, checked when this signature was
@@ -113,10 +125,11 @@ class _Prepared:
             from .launch import error_string
 
             raise LaunchError(f"kernel launch failed: {error_string(-rc)}", code=-rc)
-        return self.ret(outputs)
+        return outputs[0] if self.n_call == 1 else tuple(outputs[:self.n_call])
 
 
 _prepared: dict = {}
+_last: dict = {}  # (op, variant) -> the prepared signature it was last called with
 MAX_PREPARED = 4096  # signatures kept; a notebook looping over many shapes stops caching, never fails
 
 
@@ -175,11 +188,17 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
     into `out` (a tensor or a tuple, as torch's out=) where given. `params` are the op's call
     parameters (e.g. bins= for histogram); `check=True` also runs the op's value checks that need a
     host sync (index / value ranges)."""
-    out = () if out is None else tuple(out) if isinstance(out, (tuple, list)) else (out,)
-    try:  # one hash of the signature; anything unhashable (or not a tensor) takes the checked path
-        key = (op, variant, len(out), *[(t.dtype, t.shape, t.stride(), t.device) for t in (*inputs, *out)],
-               *params.items())
-        p = _prepared.get(key)
+    out = () if out is None else out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
+    try:  # the signature; anything unhashable (or not a tensor) takes the checked path
+        key = _keyer(len(inputs) + len(out))(op, variant, len(out), *inputs, *out)
+        if params:
+            key += tuple(params.items())
+        # a loop calls with one signature: comparing with the last one is cheaper than hashing it
+        p = _last.get((op, variant))
+        if p is None or p.key != key:
+            p = _prepared.get(key)
+            if p is not None:
+                _last[op, variant] = p
     except (AttributeError, TypeError):
         key, p = None, None
     if p is not None and not check:  # the same signature as an earlier call: its checks hold, only the pointers change
@@ -212,7 +231,8 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
         launch = launcher.prepare([*inputs, *outputs], ints, floats)
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
-            _prepared[key] = _Prepared(launcher.address, launch.args, inputs, outputs, o.outputs_of_call, len(out))
+            _prepared[key] = _last[op, variant] = _Prepared(launcher.address, launch.args, inputs, outputs,
+                                                            o.outputs_of_call, len(out), key)
     if sync:
         _synchronize()
     outs = outputs[:o.outputs_of_call]

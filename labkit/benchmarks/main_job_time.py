@@ -32,7 +32,7 @@ def one_run(cache: str) -> dict:
         lines.append(line.rstrip("\n"))
         if line.startswith("add ") and "kernel µs" in line or line.startswith("labkit: ") and "configurations in" in line:
             heads.append(now)
-        elif numbers is None and heads and line[:1].isdigit():
+        elif numbers is None and heads and line.strip()[:1].isdigit():
             numbers = now
     err = p.stderr.read()
     rc = p.wait()
