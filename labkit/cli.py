@@ -273,9 +273,9 @@ def main(argv=None) -> int:
             print(version_text())
             return 0
         if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded summary
-            from .device import NO_GPU, has_gpu
+            from .device import NO_GPU, gpu_present
 
-            if not has_gpu():
+            if not gpu_present():
                 print(f"labkit: {NO_GPU}\n", file=sys.stderr)
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
             from .main_job import main as main_job

@@ -39,7 +39,7 @@ def _run_group(title, configs, spec, run_id, task_id):
     from .errors import ConfigError
     from .runner import ContextLost
     from .session import Scope
-    from .workers import _resolve
+    from .worker_child import resolve
 
     client, addr = get_client(), get_worker().address
     first = Event(f"{run_id}-{task_id}", client=client)
@@ -48,7 +48,7 @@ def _run_group(title, configs, spec, run_id, task_id):
     first.set()
     q, stop = Queue(run_id, client=client), Event(f"{run_id}-stop", client=client)
     if "runner" not in _state:
-        _state["runner"] = _resolve(spec[0])(**spec[1])
+        _state["runner"] = resolve(spec[0])(**spec[1])
         _state["scope"] = Scope()
     runner, scope = _state["runner"], _state["scope"]
     runner.phase = lambda name: q.put({"kind": "phase", "task": task_id, "phase": name})

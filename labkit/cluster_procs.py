@@ -32,9 +32,9 @@ def _main(lifeline: int, which: str, *args: str) -> None:
     """A cluster process: watch the lifeline, then run the Dask command line `which` with `args`."""
     import importlib
 
-    from .workers import _watch
+    from .worker_child import watch
 
-    threading.Thread(target=_watch, args=(lifeline,), daemon=True).start()
+    threading.Thread(target=watch, args=(lifeline,), daemon=True).start()
     mod, name, pre = _MAINS[which]
     getattr(importlib.import_module(mod), name)([*pre, *args])
 

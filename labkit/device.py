@@ -38,6 +38,17 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def gpu_present() -> bool:
+    """Whether this process can see a GPU, from NVML where it answers (no torch import, no CUDA
+    context: the CLI decides in milliseconds what it shows), else from torch."""
+    if nvml() is not None:
+        try:
+            return bool(visible_gpus())
+        except Exception:  # noqa: BLE001 - NVML present but unusable: ask torch
+            pass
+    return has_gpu()
+
+
 def require_gpu() -> None:
     if not has_gpu():
         raise NoGPUError(NO_GPU)

@@ -20,7 +20,6 @@ import atexit
 import os
 import queue
 import threading
-import traceback
 
 from .device import resolve_gpus
 from .errors import LabkitError
@@ -32,99 +31,6 @@ START_TIMEOUT_S = 180
 
 class WorkerError(LabkitError):
     """A worker could not start, or reported an error that is not a measurement outcome."""
-
-
-def _main(fd: int, lifeline: int) -> None:
-    """The worker process's entry point (`python -c`, not multiprocessing's spawn, which re-runs the
-    parent's `__main__`: an unguarded script started itself again in every worker). It takes the
-    parent's sys.path and its task over the socket `fd`, and exits when `lifeline` closes: the
-    parent died, even by SIGKILL, so no worker outlives it holding a GPU."""
-    import sys
-    from multiprocessing.connection import Connection
-
-    threading.Thread(target=_watch, args=(lifeline,), daemon=True).start()
-    conn = Connection(fd)
-    sys_path, gpu, runner_spec, env = conn.recv()
-    sys.path[:] = sys_path
-    _child(conn, gpu, runner_spec, env)
-
-
-def _watch(fd: int) -> None:
-    try:
-        while os.read(fd, 1):
-            pass
-    except OSError:
-        pass
-    os._exit(0)
-
-
-def _child(conn, gpu, runner_spec, env):
-    """The worker's main (the GPU is pinned by UUID in its environment: CUDA's own numbering may
-    differ from the host's): serve ('run', title, cfg) until ('stop',)."""
-    import signal
-
-    # Ctrl-C (or a notebook's interrupt, or nbclient's shutdown) is the parent's to handle: it stops
-    # the run between configurations; a worker never dies mid-measurement of it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.update(env)
-    try:
-        factory = _resolve(runner_spec[0])
-        runner = factory(**runner_spec[1])
-        from .session import Scope
-
-        scope = Scope()
-        runner.phase = lambda name: conn.send(("phase", name))
-        conn.send(("ready", _identity(runner)))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send(("failed", f"{type(e).__name__}: {e}", traceback.format_exc()))
-        return
-    from .errors import ConfigError
-
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg[0] == "stop":
-            scope.close()
-            return
-        if msg[0] == "prebuild":  # a group's libraries, built side by side before its runs
-            try:
-                conn.send(("built", runner.prebuild(msg[1])))
-            except BaseException as e:  # noqa: BLE001 - the runs that follow report their own errors
-                conn.send(("built", f"{type(e).__name__}: {e}"))
-            continue
-        _, title, cfg = msg
-        try:
-            scope.enter(title, cfg.op)
-            conn.send(("row", runner.run(cfg)))
-        except ConfigError as e:
-            conn.send(("config_error", str(e)))
-        except BaseException as e:  # noqa: BLE001
-            rec = getattr(e, "record", None)
-            if rec is not None:  # ContextLost: report the row, then go (the parent starts a new worker)
-                conn.send(("lost", rec))
-                conn.close()
-                os._exit(3)
-            conn.send(("crash", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
-                       traceback.format_exc()))
-
-
-def _identity(runner) -> dict:
-    ident = getattr(runner, "identity", None)
-    if ident:
-        return ident()
-    from .device import properties
-
-    p = properties()
-    return {"gpu": p["gpu"], "gpu_index": p["index"], "uuid": p["uuid"], "pid": os.getpid()}
-
-
-def _resolve(spec: str):
-    import importlib
-
-    mod, _, name = spec.partition(":")
-    return getattr(importlib.import_module(mod), name)
 
 
 class Worker:
@@ -148,8 +54,8 @@ class Worker:
         life_r, self._life_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from labkit.workers import _main; "
-                 "_main(int(sys.argv[1]), int(sys.argv[2]))", str(child.fileno()), str(life_r)],
+                [sys.executable, "-c", "import sys; from labkit.worker_child import main; "
+                 "main(int(sys.argv[1]), int(sys.argv[2]))", str(child.fileno()), str(life_r)],
                 pass_fds=(child.fileno(), life_r), env=env, stdin=subprocess.DEVNULL)
         finally:
             child.close()
@@ -157,8 +63,12 @@ class Worker:
         self.conn = Connection(parent.detach())
         self._lock = threading.Lock()  # one request and its answer at a time, whichever thread asks
         self.owed = False
-        self.conn.send((list(sys.path), gpu, runner_spec, self.env))
-        msg = self._recv(start_timeout_s)
+        try:
+            self.conn.send((list(sys.path), gpu, runner_spec, self.env))
+            msg = self._recv(start_timeout_s)
+        except BaseException:  # Ctrl-C while it starts: no half-started worker is left behind
+            self.kill()
+            raise
         if msg is None or msg[0] != "ready":
             detail = msg[2] if msg and len(msg) > 2 else ""
             self.kill()
@@ -282,9 +192,27 @@ class WorkerPool:
         self.phase_timeout_s = phase_timeout_s
         self.workers: dict = {}
         self.restarts = 0
-        self._lock = threading.Lock()
+        self._locks = {g: threading.Lock() for g in self.indices}  # one worker start per GPU at a time
+
+    def start(self) -> list:
+        """Start every GPU's worker now, side by side, in the background (a run would start them one by
+        one when it first needs them); returns the threads."""
+        threads = [threading.Thread(target=self._start_quietly, args=(g,), daemon=True) for g in self.indices]
+        for t in threads:
+            t.start()
+        return threads
+
+    def _start_quietly(self, gpu) -> None:
+        try:
+            self._worker(gpu)
+        except Exception:  # noqa: BLE001 - the run that needs this worker starts it again and reports why
+            pass
 
     def _worker(self, gpu) -> Worker:
+        with self._locks[gpu]:
+            return self._worker_locked(gpu)
+
+    def _worker_locked(self, gpu) -> Worker:
         w = self.workers.get(gpu)
         if w is not None and w.owed:
             w.settle()  # a hung worker is killed here, and replaced below

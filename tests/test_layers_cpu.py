@@ -15,7 +15,7 @@ LAYERS = [
     ("spec", {"spec", "registry", "ops", "tensors", "check"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
     ("measure", {"launch", "timing", "energy", "ceilings"}),
-    ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "cluster_procs", "sweeps"}),
+    ("run", {"config", "runner", "calls", "records", "session", "workers", "worker_child", "cluster", "cluster_procs", "sweeps"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
                "benchmarks", "labs", "main_job"}),
 ]
