@@ -117,7 +117,9 @@ class _Prepared:
     def __call__(self, inputs, out=()):
         """Launch on `inputs`, writing into `out` (the call's outputs, checked when this signature was
         prepared) and new tensors for the rest; returns the call's output(s), as labkit.call does."""
-        outputs = (*out, *(f(inputs) for f in self.alloc)) if self.alloc else out
+        alloc = self.alloc
+        outputs = out if not alloc else (alloc[0](inputs),) if len(alloc) == 1 and not out else \
+            (*out, *[f(inputs) for f in alloc])
         self.pack(self.words, *inputs, *outputs)
         rc = self.fn(self.argp, self.stream(self.dev))
         if rc < 0:
