@@ -17,6 +17,7 @@ EPILOG = """examples:
   labkit sweep seed000 --gpus all          every GPU of this host, one worker each
   labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
   labkit why add f16x8 4096x4096           why a variant runs as fast as it does
+  labkit reconcile add f16x8_pack 4096x4096 -d f16
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
 
 Every run is checked against a float64 reference before it is timed, and again after; a variant
@@ -68,9 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("-d", "--dtype")
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
+    from .clocks.cli import add_reconcile_parser
     from .nsight.cli import add_profile_parser
 
     add_profile_parser(sub)
+    add_reconcile_parser(sub)
     return p
 
 
@@ -281,10 +284,12 @@ def main(argv=None) -> int:
             from .main_job import main as main_job
 
             return main_job(_ex_kw(p.parse_args(["bench", "add"])))
+        from .clocks.cli import cmd_reconcile
         from .nsight.cli import cmd_profile
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
-                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why}[a.cmd](a)
+                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
+                "reconcile": cmd_reconcile}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2
