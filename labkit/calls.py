@@ -85,6 +85,9 @@ def _keyer(n: int):
     return ns["key"]
 
 
+_KEYERS = [_keyer(n) for n in range(9)]  # up to lk_args' 8 tensors: a list index, not a cache lookup
+
+
 class _Prepared:
     """What a repeated call with one signature needs: the launcher, the outputs' shapes and dtypes,
     and one argument block with every field but the data pointers filled in. Everything a call
@@ -192,7 +195,8 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
     host sync (index / value ranges)."""
     out = () if out is None else out if type(out) is tuple else tuple(out) if isinstance(out, list) else (out,)
     try:  # the signature; anything unhashable (or not a tensor) takes the checked path
-        key = _keyer(len(inputs) + len(out))(op, variant, len(out), *inputs, *out)
+        key = (_KEYERS[len(inputs) + len(out)] if len(inputs) + len(out) < len(_KEYERS) else
+               _keyer(len(inputs) + len(out)))(op, variant, len(out), *inputs, *out)
         if params:
             key += tuple(params.items())
         # a loop calls with one signature: comparing with the last one is cheaper than hashing it
