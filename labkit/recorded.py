@@ -151,7 +151,7 @@ def next_step() -> str:
 
     labs = Path(__file__).resolve().parent.parent / "labs"
     try:
-        where = os.path.relpath(labs)
+        where = os.path.relpath(labs) if labs.is_dir() else "labs"  # not installed editable: the checkout's
     except ValueError:  # another drive (Windows)
         where = str(labs)
     root = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import cli, labs, recorded, toolkit
+from labkit import cli, labs, toolkit
 from labkit.errors import LabkitError, ToolMissingError
 from test_labs import run_notebook
 from test_nsight_cpu import _exe, no_tools  # noqa: F401  (no_tools: a fixture)
