@@ -4,6 +4,7 @@ hands them to the one run loop (labkit.session)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import ConfigError, LabkitError
@@ -29,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="labkit", description="Write, check, time and profile CUDA kernels.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="store_true", help="print labkit's version, commit, torch and CUDA")
-    p.add_argument("--all", action="store_true", help="without a GPU: the full recorded table, not the summary")
+    p.add_argument("--all", action="store_true",
+                   help="without a GPU: every recorded table, not the summary (paged on a terminal)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     b = sub.add_parser("bench", help="check and time variants of one op over shapes")
@@ -60,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     pk = sub.add_parser("peak", help="this GPU's measured ceilings (copy peak, L2, FMA, event floor)")
     pk.add_argument("--remeasure", action="store_true")
     sub.add_parser("build", help="build the whole catalog now and report the build time")
-    r = sub.add_parser("recorded", help="show results recorded on real GPUs (no GPU needed)")
+    r = sub.add_parser("recorded", help="show results recorded on real GPUs (no GPU needed; paged on a terminal)")
     r.add_argument("path", nargs="?", help="a result file or folder (default: results/)")
     w = sub.add_parser("why", help="a diagnosis card: why a variant runs as fast as it does")
     w.add_argument("op")
@@ -68,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("shape", nargs="?")
     w.add_argument("-d", "--dtype")
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
+    w.add_argument("--gpu", help="which recorded GPU (a results/ folder or GPU name, e.g. nvidia-h200); implies --recorded")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
     from .clocks.cli import add_reconcile_parser
     from .nsight.cli import add_profile_parser
@@ -241,15 +244,24 @@ def cmd_build(a):
 
 
 def cmd_recorded(a, summary=False):
-    from .recorded import print_recorded
+    from .recorded import recorded_text
 
-    return print_recorded(a.path, summary=summary)
+    text = recorded_text(a.path, summary=summary)
+    if sys.stdout.isatty() and not summary:  # thousands of lines: $PAGER (less); a pipe or file gets them all
+        import pydoc
+
+        os.environ.setdefault("LESS", "FRX")  # as git: less quits at once when the text fits one screen
+        pydoc.pager(text)
+    else:
+        print(text)
+    return 0
 
 
 def cmd_why(a):
     from .why import why
 
-    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded, budget_s=a.budget).text())
+    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded or a.gpu is not None, gpu=a.gpu,
+              budget_s=a.budget).text())
     return 0
 
 
@@ -269,6 +281,16 @@ def version_text() -> str:
 
 
 def main(argv=None) -> int:
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()  # a reader that left (`labkit recorded | head`) shows here, not at exit
+        return rc
+    except BrokenPipeError:  # Python's recipe: no traceback, and no second error when exit flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE: what a shell reports for a program that SIGPIPE ended
+
+
+def _main(argv) -> int:
     p = _parser()
     a = p.parse_args(argv)
     try:

@@ -6,6 +6,8 @@
   with_axes(): tuning-axis values as columns ('f16x8_pack[block=512]' -> block 512, defaults filled);
 * per_gpu(), side_by_side(), share(): one table per GPU, those tables next to each other (one GPU
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
+* fit(), panels(): tables and plotly panels laid out to fit a notebook's width without wrapping or
+  overlapping titles;
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
 * kernel_sass(), instructions(), mem_mix(): a shipped variant's machine code (nvcc, no GPU);
 * cell_sass(): a kernel written in a cell compiled to SASS, the .cu and cubin kept in the build
@@ -59,6 +61,9 @@ def start() -> bool:
     except recorded.NoRecordedData as e:
         print("NO RECORDED DATA YET.", e)
         print("The cells below will say 'no data' instead of showing tables.")
+    note = recorded.toolkit_note()
+    if note:  # said once here, so the skipped sections below need no explaining
+        print(note)
     return False
 
 
@@ -172,6 +177,32 @@ def side_by_side(tables: dict, axis: int = 1):
 
     keep = {short(g): t for g, t in tables.items() if t is not None and len(t)}
     return pd.concat(keep, axis=axis) if keep else pd.DataFrame()
+
+
+def fit(tables: dict, width: int = 120):
+    """side_by_side(tables) where its text fits in `width` characters (about what a notebook shows
+    before wrapping), else the same tables one below the other."""
+    t = side_by_side(tables)
+    if len(t) and max(map(len, t.to_string().splitlines())) > width:
+        return side_by_side(tables, axis=0)
+    return t
+
+
+def panels(titles: list, cols: int = 2, row_px: int = 330, gap_px: int = 120, top_px: int = 110):
+    """A plotly figure with a panel per title, `cols` to a row. Spacing is set in pixels (plotly's
+    is a fraction of the figure, which shrinks as rows are added), so that a panel's x-axis labels
+    and the next row's title of two lines stay apart; keep titles short enough for 1/`cols` of the width."""
+    import math
+
+    from plotly.subplots import make_subplots
+
+    rows = math.ceil(len(titles) / cols)
+    area = rows * row_px + (rows - 1) * gap_px
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.1,
+                        vertical_spacing=gap_px / area if rows > 1 else 0)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(height=area + top_px + 80, margin=dict(t=top_px, b=80), template="plotly_white")
+    return fig
 
 
 def share(flags, what: str = "shape") -> str:

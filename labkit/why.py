@@ -151,7 +151,7 @@ def _recorded(o, v, variant_s, shape, gpu, notes):
     sel = sel.sort_values("date", ascending=False)
     slug = sel["slug"].iloc[0]
     if sel["slug"].nunique() > 1:
-        notes.append(f"recorded on {', '.join(sorted(set(sel['slug'])))}: showing {slug} (pick with gpu=...)")
+        notes.append(f"recorded on {', '.join(sorted(set(sel['slug'])))}: showing {slug} (pick with gpu=... / --gpu)")
     sel = sel[sel["slug"] == slug]
     if shape is None:
         shape_s = sel.loc[sel["bytes"].idxmax(), "shape"]

@@ -471,7 +471,7 @@ def test_nsight_without_its_tools_names_the_command(tmp_path, monkeypatch):
     with pytest.raises(ToolMissingError, match=r"(?s)nsys \(Nsight Systems\) not found.*Nsight Systems and a GPU, run:\n"
                                                 r"  nsys profile .*labkit.cli bench add"):
         nsight.profile("add", ["f32"], ["64x64"])
-    with pytest.raises(ToolMissingError, match=r"(?s)ncu \(Nsight Compute\) not found.*Nsight Compute and a GPU, run:\n  ncu "):
+    with pytest.raises(ToolMissingError, match=r"(?s)ncu \(Nsight Compute\) not found.*Nsight Compute and a GPU, run:\n  LABKIT_BLOCKING=0 ncu "):
         nsight.ncu_metrics("add", "f32x4", "64x64")
     with pytest.raises(ConfigError, match="unknown op 'ad'"):  # names are checked before looking for the tool
         nsight.profile("ad", ["f32"])
