@@ -58,7 +58,12 @@ def cuda(tmp_path, monkeypatch):
         def pids(self):
             return [int(p) for p in pids.read_text().split()] if pids.exists() else []
 
-        def left(self):
+        def left(self, within_s=5):
+            """Its processes still alive `within_s` after the kill (a signalled process ends when it is
+            next scheduled: on a loaded host, not at once)."""
+            end = time.monotonic() + within_s
+            while [p for p in self.pids() if _alive(p)] and time.monotonic() < end:
+                time.sleep(0.05)
             return [p for p in self.pids() if _alive(p)]
 
     return Fake()
