@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("op", help="op name (see `labkit list`)")
     b.add_argument("-v", "--variants", help="comma-separated variant names (default: all; torch always runs)")
     b.add_argument("-d", "--dtype", help="only variants of this dtype (f32, f16, bf16, ...)")
-    b.add_argument("-w", "--width", type=int, help="only variants of this vector width (needs --dtype)")
+    b.add_argument("-w", "--width", type=int,
+                   help="only variants of this vector width (needs --dtype; with -v, each one named must have it)")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
     b.add_argument("--mode", nargs="+", default=["cold"], choices=MODES,
                    help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
-import subprocess
 
 from .errors import ConfigError, NoGPUError
 from .paths import ROOT, gpu_slug
+from .toolkit import run
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
           "only on an NVIDIA GPU. Without one, explore the recorded results shipped in results/ "
@@ -116,8 +116,7 @@ def driver_version() -> str:
         except Exception:
             pass
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], "nvidia-smi")
         return out.stdout.strip().splitlines()[0]
     except Exception:
         return "unknown"
@@ -150,7 +149,7 @@ def sm_clock() -> tuple[int | None, bool]:
 
 def _git(*args) -> str | None:
     try:
-        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=ROOT)
+        r = run(["git", *args], "git", cwd=ROOT)
         return r.stdout.strip() if r.returncode == 0 else None
     except Exception:
         return None

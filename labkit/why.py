@@ -76,7 +76,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
 
     check_mode(mode)
     rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
-    o = get_op(op) if isinstance(op, str) else op
+    o = get_op(op)
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
     ax = o.check_axes(v, axes) if axes else ()

@@ -78,6 +78,8 @@ def _real_so(path):
 class FakeExtension:
     """torch.utils.cpp_extension's load(), writing a real (or a broken) shared library."""
 
+    _run_ninja_build = None  # build swaps it for its bounded ninja step during load()
+
     def __init__(self, broken=0):
         self.loads, self.broken = 0, broken
 

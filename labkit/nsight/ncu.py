@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import LabkitError, ToolMissingError
 from ..ranges import DOMAIN
 from ..registry import get_op
+from ..toolkit import timeout_s
 from .names import config_range, kernel_template, split_variant
 from .tools import bench_argv, find_tool, run_tool, shell, tail, text_of
 
@@ -113,12 +114,14 @@ def _ncu_stack(cell: str) -> str:
 
 
 def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mode: str = "cold",
-                ncu: str | None = None, timeout: float = 600, launch_count: int = 1, out: str | Path | None = None):
+                ncu: str | None = None, timeout: float | None = None, launch_count: int = 1, out: str | Path | None = None):
     """Nsight Compute on one variant (a name, or a record's name with axis values such as
     'f16x8_pack[block=512]'): its kernel in its config's `timed <mode>` range, --clock-control none.
     Returns one row per profiled kernel with duration, DRAM bytes read / written, achieved DRAM
     throughput (bytes/s and % of peak), registers/thread, labkit's byte model (op.bytes_moved) and
-    measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU)."""
+    measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU). `timeout` as in
+    labkit.nsight.profile."""
+    timeout = timeout_s("ncu", timeout)
     o = get_op(op)
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
