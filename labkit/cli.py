@@ -71,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     from .nsight.cli import add_profile_parser
 
     add_profile_parser(sub)
+    from .notebooks import add_parser as add_workshop_parser
+
+    add_workshop_parser(sub)
     return p
 
 
@@ -280,9 +283,11 @@ def main(argv=None) -> int:
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
             a = p.parse_args(["bench", "add"])
         from .nsight.cli import cmd_profile
+        from .notebooks import cmd_workshop
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
-                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why}[a.cmd](a)
+                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
+                "workshop": cmd_workshop}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2
