@@ -31,7 +31,7 @@ from pathlib import Path
 from .errors import ConfigError, LabkitError
 
 SOLUTION_TAG = "solution"
-SOLUTION_HEADING = re.compile(r"^### Solution", re.M)
+SOLUTION_HEADING = re.compile(r"### Solution")  # the heading cell before a solution (.match)
 STUB = ("### Solution\n\nNot in this copy: your instructor has it. Write your answer in the exercise cell "
         "above (its TODO says what is missing), run it, then run the self-check until every line says PASS.")
 RUN_STATE = ("execution", "collapsed", "scrolled")  # cell metadata of a run or of the output view
@@ -39,17 +39,17 @@ FILTER = "labkit-strip"
 ATTRIBUTE = f"*.ipynb filter={FILTER}"
 
 
-def read(path: Path):
-    """A notebook, or a LabkitError naming the file and what is wrong with it."""
+def parse(data: bytes, where):
+    """A notebook from `data` (UTF-8 JSON), or a LabkitError naming `where` and what is wrong with it."""
     import nbformat
 
     try:
-        nb = nbformat.read(path, as_version=4)
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
         nbformat.validate(nb)
-    except nbformat.reader.NotJSONError as e:
-        raise LabkitError(f"{path}: not a notebook: not valid JSON ({str(e).splitlines()[0][:120]})") from None
-    except (nbformat.ValidationError, KeyError, AttributeError) as e:
-        raise LabkitError(f"{path}: not a valid notebook (nbformat 4): {str(e).splitlines()[0][:200]}") from None
+    except (nbformat.reader.NotJSONError, UnicodeDecodeError) as e:
+        raise LabkitError(f"{where}: not a notebook: not valid JSON ({str(e).splitlines()[0][:120]})") from None
+    except (nbformat.ValidationError, nbformat.NBFormatError, AttributeError, KeyError, TypeError) as e:
+        raise LabkitError(f"{where}: not a valid notebook (nbformat 4): {str(e).splitlines()[0][:200]}") from None
     return nb
 
 
@@ -102,7 +102,7 @@ def export(src, out, force: bool = False) -> list:
         raise ConfigError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(f"{out} exists and is not empty; pass --force to overwrite the notebooks in it")
-    copies = [(p.name, *attendee_copy(read(p))) for p in paths]
+    copies = [(p.name, *attendee_copy(parse(p.read_bytes(), p))) for p in paths]
     out.mkdir(parents=True, exist_ok=True)
     for name, nb, _ in copies:
         nbformat.write(nb, out / name)
@@ -168,11 +168,7 @@ def strip_stream() -> None:
     """The filter: a notebook on stdin, stripped on stdout (UTF-8, as Jupyter writes it)."""
     import nbformat
 
-    raw = sys.stdin.buffer.read().decode("utf-8")
-    try:
-        nb = nbformat.reads(raw, as_version=4)
-    except nbformat.reader.NotJSONError as e:
-        raise LabkitError(f"stdin: not a notebook: not valid JSON ({str(e).splitlines()[0][:120]})") from None
+    nb = parse(sys.stdin.buffer.read(), "stdin")
     sys.stdout.buffer.write((nbformat.writes(strip(nb)) + "\n").encode("utf-8"))
 
 

@@ -4,6 +4,7 @@ contents API (as JupyterLab does, outputs and the kernel's metadata included) le
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -247,3 +248,27 @@ def test_open_and_save_every_lab_through_the_contents_api_leaves_git_clean(serve
     shutil.copy(LABS[0], repo / "mine" / "copy.ipynb")
     _open_and_save(base, token, "mine/copy.ipynb", kernel, str(repo))
     assert str(repo) in (repo / "mine" / "copy.ipynb").read_text(), "the hook stripped a notebook git does not filter"
+
+
+def test_the_guide_paces_from_the_recorded_times_and_cites_files_that_exist():
+    """labs/WORKSHOP.md's pacing numbers are those in results/<gpu>/explorer-latency.json (a re-recorded
+    lab 07 makes this fail until the guide follows), and every file it cites exists."""
+    from test_labs import _cited_paths
+
+    text = (ROOT / "labs" / "WORKSHOP.md").read_text()
+    rec = [json.loads((ROOT / "results" / slug / "explorer-latency.json").read_text())
+           for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200")]
+    cells = [{i: s for i, s, _ in r["labs_cells_s"]["07_why_is_it_slow.ipynb"]} for r in rec]
+    rows = re.findall(r"^\| (\d+) \| [^|]+ \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+    assert [int(i) for i, _, _ in rows] == sorted(cells[0]) == sorted(cells[1])
+    assert all(float(a) == cells[0][int(i)] and float(b) == cells[1][int(i)] for i, a, b in rows)
+    flat = " ".join(text.split())
+    for r in rec:
+        assert f"commit {r['commit'][:7]}: {r['labs_s']['07_why_is_it_slow.ipynb']:.0f} s in all" in flat
+    sections = [sum(s for i, s in c.items() if i <= 18) for c in cells]  # cells 1 to 18
+    exercise = [c[20] + c[22] for c in cells]  # the kernel cell, then the self-check
+    assert f"{sections[0]:.0f} s of machine time per run on the H100 and {sections[1]:.0f} s on the H200" in flat
+    assert f"{exercise[0]:.1f} s of machine time on the H100 and {exercise[1]:.1f} s on the H200" in flat
+    assert f"30 × {exercise[0]:.1f} s ≈ {30 * exercise[0] / 60:.1f} min" in flat
+    missing = sorted({p for p in _cited_paths(text) if not (ROOT / p).exists()})
+    assert not missing, f"labs/WORKSHOP.md cites files that are not in the repo: {missing}"
