@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
 
     add_profile_parser(sub)
     add_reconcile_parser(sub)
+    from .notebooks import add_parser as add_workshop_parser
+
+    add_workshop_parser(sub)
     return p
 
 
@@ -309,10 +312,11 @@ def _main(argv) -> int:
             return main_job(_ex_kw(p.parse_args(["bench", "add"])))
         from .clocks.cli import cmd_reconcile
         from .nsight.cli import cmd_profile
+        from .notebooks import cmd_workshop
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
                 "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
-                "reconcile": cmd_reconcile}[a.cmd](a)
+                "reconcile": cmd_reconcile, "workshop": cmd_workshop}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

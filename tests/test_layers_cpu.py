@@ -17,7 +17,7 @@ LAYERS = [
     ("measure", {"launch", "timing", "energy", "ceilings"}),
     ("run", {"config", "runner", "calls", "records", "session", "workers", "worker_child", "cluster", "cluster_procs", "sweeps"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
-               "benchmarks", "labs", "main_job", "clocks"}),
+               "benchmarks", "labs", "main_job", "clocks", "notebooks"}),
 ]
 LAYER = {name: k for k, (_, names) in enumerate(LAYERS) for name in names}
 MODULES = sorted(p for p in PKG.rglob("*.py"))
