@@ -79,12 +79,21 @@ def check_output(path, suffixes=SUFFIXES, what: str = "output file") -> Path:
 
 class ResultLog:
     """Rows in memory, and (with `path`, a .jsonl file) on disk as they are measured. A file's rows
-    are read when the lock is taken (lock(), pending() or the first append())."""
+    are read when first asked for, and again when the lock is taken (lock(), pending(), append())."""
 
     def __init__(self, path: str | Path | None = None):
         self.path = check_output(path, (".jsonl",), "results file") if path else None
-        self.rows: list = []
+        self._rows: list | None = None if self.path else []
         self._lock = None
+
+    @property
+    def rows(self) -> list:
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
+
+    def _read(self) -> list:
+        return load_rows(self.path, follow=False) if os.path.lexists(self.path) else []
 
     def lock(self) -> "ResultLog":
         """Keep other writers out until close() (LogBusy names the file), and read the rows on disk:
@@ -104,7 +113,7 @@ class ResultLog:
                               "writer out of the results file (a symbolic link there is refused)") from None
         self._lock = lk
         try:
-            self.rows = load_rows(self.path, follow=False) if os.path.lexists(self.path) else []
+            self._rows = self._read()
         except BaseException:
             self.close()
             raise

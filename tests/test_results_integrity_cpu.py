@@ -105,40 +105,46 @@ def test_a_full_disk_is_a_clear_error_and_resume_measures_only_the_missing_row(t
     assert r.ran == ["c"] and _variants(p) == ["a", "b", "c"]
 
 
-def _hold(path, events, seconds):
+def _hold(path, events, seconds, start):
     """Take the results file's lock as often as possible for `seconds`, marking each hold in `events`."""
-    end, holds = time.monotonic() + seconds, 0
+    log = ResultLog(path)
+    start.wait()
+    end = time.monotonic() + seconds
     while time.monotonic() < end:
-        log = ResultLog(path)
         try:
             log.lock()
         except LogBusy:
             continue
         fd = os.open(events, os.O_WRONLY | os.O_APPEND)
-        os.write(fd, b"+\n")
+        os.write(fd, f"+{os.getpid()}\n".encode())
         time.sleep(0.001)                                   # a hold as long as an append, about
         os.write(fd, b"-\n")
         os.close(fd)
         log.close()
-        holds += 1
-    return holds
 
 
 def test_two_writers_under_stress_never_hold_the_lock_together(tmp_path):
     p, events = tmp_path / "r.jsonl", tmp_path / "events"
     events.write_text("")
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(2) as pool:
-        holds = sum(pool.starmap(_hold, [(p, events, 3.0)] * 2))
+    start = ctx.Barrier(2)                                  # both contend from the same moment
+    procs = [ctx.Process(target=_hold, args=(p, events, 3.0, start)) for _ in range(2)]
+    for q in procs:
+        q.start()
+    for q in procs:
+        q.join(60)
+    assert [q.exitcode for q in procs] == [0, 0]
     marks = events.read_text().split()
-    overlaps = sum(a == b == "+" for a, b in zip(marks, marks[1:]))
-    assert holds > 100 and len(marks) == 2 * holds and overlaps == 0
+    overlaps = sum(a[0] == b[0] == "+" for a, b in zip(marks, marks[1:]))
+    holds = {pid: marks.count(f"+{pid}") for pid in (q.pid for q in procs)}
+    assert min(holds.values()) > 50 and overlaps == 0, (holds, overlaps)
     assert os.path.exists(f"{p}.lock")                      # left in place: deleting it splits the lock
 
 
 def test_a_log_opened_before_another_writer_finished_measures_nothing_again(tmp_path, gpu_a):
     p, cfgs = tmp_path / "r.jsonl", configs(["a", "b"])
     early = ResultLog(p)                                    # opened while another writer still runs
+    assert early.rows == []
     run(cfgs, ResultLog(p), Local(Runner()), progress=False)
     r = Runner()
     assert run(cfgs, early, Local(r), progress=False) == [] and r.ran == []
