@@ -30,10 +30,12 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
         check_output(out)
     configs = plan(op, variants, dtype, shapes, modes, width, offset, rule, axes=axes)
     log = ResultLog()
-    run(configs, log, title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
-        kernel_time=kernel_time, energy=energy)
-    if out:
-        save(log.rows, out)
+    try:
+        run(configs, log, title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
+            kernel_time=kernel_time, energy=energy)
+    finally:
+        if out and log.rows:  # also on Ctrl-C or an error: what was measured is kept
+            save(log.rows, out)
     return log.frame()
 
 

@@ -149,7 +149,11 @@ def _run(configs, a, title, log=None, ex=None):
     from .session import run
 
     log = log if log is not None else ResultLog()
-    run(configs, log, ex, title=title, **_ex_kw(a))
+    try:
+        run(configs, log, ex, title=title, **_ex_kw(a))
+    finally:
+        if log.rows:  # also on Ctrl-C or an error: --csv/--json keep what was measured
+            _write(log.rows, a)
     return log.rows
 
 
@@ -166,7 +170,6 @@ def cmd_bench(a):
     print(seed_table(rows))
     if len(configs[0].spec.shape_axes) == 1:
         print(pivot_table(rows))
-    _write(rows, a)
     return 0 if all(r["status"] in ("ok", "skipped") for r in rows) else 1
 
 
@@ -193,7 +196,6 @@ def cmd_sweep(a):
             rows = _run(sweep.configs(_rule(a)), a, f"sweep {sweep.name}", ResultLog(out), ex)
             print(pivot_table(rows) if sweep.op == "copy" else seed_table(rows))
             print(f"rows in {out}")
-            _write(rows, a)
     finally:
         if not getattr(ex, "shared", False):  # the session's worker pool closes itself at exit
             ex.close()

@@ -34,14 +34,22 @@ def cache_root() -> Path:
     if not _SAFE_PATH.fullmatch(str(root)):
         raise ConfigError(f"the build cache {str(root)!r} is not a plain path; set LABKIT_CACHE to one")
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = root.stat()
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise ConfigError(f"the build cache {root} belongs to another user (uid {st.st_uid}); labkit loads "
-                          "libraries only from its own cache: set LABKIT_CACHE to a folder of yours")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(f"the build cache {root} is writable by others (mode {oct(st.st_mode & 0o777)}); "
-                          f"run `chmod 700 {root}` or set LABKIT_CACHE to a private folder")
+    why = not_private(root)
+    if why:
+        raise ConfigError(f"the build cache {root} {why}; run `chmod 700 {root}` (if it is yours) or set "
+                          "LABKIT_CACHE to a folder of yours (labkit loads libraries only from a private cache)")
     return root
+
+
+def not_private(folder: Path) -> str | None:
+    """Why others could plant, replace or remove files in `folder` (another user owns it, or others
+    may write it), or None when only this user can."""
+    st = folder.stat()
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"belongs to another user (uid {st.st_uid})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by others (mode {oct(st.st_mode & 0o777)})"
+    return None
 
 
 def results_dir(root: str | Path | None = None) -> Path:

@@ -6,6 +6,8 @@ are read side by side; ``banner()`` says which GPUs, drivers, dates and commits 
 """
 from __future__ import annotations
 
+import os
+import warnings
 from pathlib import Path
 
 from .errors import LabkitError
@@ -21,6 +23,18 @@ def discover(root: str | Path | None = None) -> list[Path]:
     return sorted(results_dir(root).glob("*/*.jsonl"))
 
 
+def _readable(files):
+    """(file, rows) of each results file; one that cannot be read (a folder or FIFO under a results
+    name, a link loop, no permission) is skipped with a warning that names it and why."""
+    from .records import load_rows
+
+    for f in files:
+        try:
+            yield f, load_rows(f)
+        except LabkitError as e:
+            warnings.warn(f"{e}; skipped", stacklevel=2)
+
+
 def _missing(root) -> NoRecordedData:
     return NoRecordedData(
         f"no recorded results under {results_dir(root)} (expected results/<gpu-slug>/<sweep>.jsonl). "
@@ -30,14 +44,14 @@ def _missing(root) -> NoRecordedData:
 def load(root: str | Path | None = None, op: str | None = None, gpus=None):
     """All recorded rows as one DataFrame, with two extra columns: `slug` (the folder) and `sweep`
     (the file's stem). `gpus` keeps only those slugs or GPU names. Raises NoRecordedData."""
-    from .records import load_rows, to_frame
+    from .records import to_frame
 
     files = discover(root)
     if not files:
         raise _missing(root)
     frames = []
-    for f in files:
-        df = to_frame(load_rows(f))
+    for f, rs in _readable(files):
+        df = to_frame(rs)
         if len(df):
             frames.append(df.assign(slug=f.parent.name, sweep=f.stem))
     if not frames:
@@ -194,10 +208,12 @@ def recorded_text(path=None, summary: bool = False) -> str:
                           "Next: every recorded table with `labkit --all` (one file: `labkit recorded "
                           f"results/<gpu>/<sweep>.jsonl`), or open the labs: `{next_step()}`."])
     root = Path(path) if path else results_dir()
-    files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
+    if os.path.lexists(root) and not root.is_dir():  # one file named: its rows, or why it cannot be read
+        files = [(root, load_rows(root))]
+    else:
+        files = list(_readable(sorted(root.rglob("*.jsonl"))))
     tables, frames = [], []
-    for f in files:
-        rs = [r for r in load_rows(f) if "op" in r]
+    for f, rs in files:
         if not rs:
             continue
         r0 = rs[0]

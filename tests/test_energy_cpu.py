@@ -270,7 +270,8 @@ def test_sustained_without_nvml_says_why_and_launches_nothing(monkeypatch):
 def test_loop_energy_of_older_rows_is_never_shown_as_energy_per_launch(tmp_path):
     from labkit.records import load_rows, save
 
-    old = {"op": "add", "variant": "f16x8", "energy_per_launch_j": 0.03, "gb_per_j": 3.4,
+    old = {"op": "add", "variant": "f16x8", "dtype": "f16", "shape": "4096x4096", "mode": "cold", "status": "ok",
+           "energy_per_launch_j": 0.03, "gb_per_j": 3.4,
            "energy_scope": "timed loop incl. L2 flushes"}
     new = {**old, "variant": "f16x8_pack", "energy_per_launch_j": 1e-5, "gb_per_j": 9.0,
            "energy_scope": "9000 back-to-back launches"}

@@ -9,6 +9,9 @@ from labkit.config import make_rule, resolve
 from labkit.records import LogBusy, ResultLog, load_rows, save
 
 
+ROW = {"op": "add", "variant": "f32", "dtype": "f32", "shape": "64x64", "mode": "cold", "status": "ok"}
+
+
 def _row(cfg, **kw):
     return {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
             "offset": cfg.offset, "status": "ok", "gpu": "GPU A", "commit": "c0ffee", "dirty": False,
@@ -56,8 +59,8 @@ def test_append_is_one_fsynced_line_and_a_second_writer_is_refused(tmp_path, mon
     synced = []
     monkeypatch.setattr("os.fsync", lambda fd: synced.append(fd))
     log = ResultLog(tmp_path / "r.jsonl")
-    log.append({"op": "add", "x": 1})
-    assert synced and (tmp_path / "r.jsonl").read_text() == '{"op": "add", "x": 1}\n'
+    log.append(ROW)
+    assert synced and (tmp_path / "r.jsonl").read_text() == json.dumps(ROW) + "\n"
     with pytest.raises(LogBusy, match="another labkit process is writing"):
         ResultLog(tmp_path / "r.jsonl").lock()
     log.close()
@@ -66,14 +69,15 @@ def test_append_is_one_fsynced_line_and_a_second_writer_is_refused(tmp_path, mon
 
 def test_a_truncated_line_is_skipped_with_file_and_line(tmp_path):
     p = tmp_path / "r.jsonl"
-    p.write_text('{"op": "add", "a": 1}\n{"op": "add", "a": 2\n{"op": "add", "a": 3}\n')
+    p.write_text(json.dumps({**ROW, "a": 1}) + "\n" + json.dumps({**ROW, "a": 2})[:-1] + "\n"
+                 + json.dumps({**ROW, "a": 3}) + "\n")
     with pytest.warns(UserWarning, match=r"r\.jsonl:2: skipped a malformed line"):
         rows = load_rows(p)
     assert [r["a"] for r in rows] == [1, 3]
 
 
 def test_csv_round_trip_keeps_strings(tmp_path):
-    rows = [{"op": "add", "variant": "f32", "shape": "1024x1024", "commit": "67179e8", "time_us": 1.5, "samples": 10,
+    rows = [{**ROW, "shape": "1024x1024", "commit": "67179e8", "time_us": 1.5, "samples": 10,
              "host_bound": False, "error": None}]
     back = load_rows(save(rows, tmp_path / "r.csv"))
     assert back[0]["commit"] == "67179e8" and back[0]["shape"] == "1024x1024" and back[0]["time_us"] == 1.5

@@ -17,7 +17,7 @@ import ipywidgets as W
 
 from ..errors import LabkitError
 from ..ranges import nvtx_range
-from ..records import key as row_key, to_frame
+from ..records import key as row_key, to_frame, write_file
 from ..registry import get_op, ops
 from . import choices, figure, text
 from .panels import SassPanel, WhyPanel
@@ -379,18 +379,16 @@ class Explorer:
         self.pins = []
         self.update()
 
-    def _path(self, path, suffix: str) -> Path:
-        path = Path(path or self.export_dir / f"explore-{self.op.value}-{self.dtype.value}.{suffix}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+    def _write(self, path, suffix: str, write) -> Path:
+        """records.write_file: a temporary file of its own, renamed; a link planted at the name is not followed."""
+        path = path or self.export_dir / f"explore-{self.op.value}-{self.dtype.value}.{suffix}"
+        return write_file(path, write, (f".{suffix}",), "export")
 
     def export_html(self, path=None) -> Path:
-        self.fig.write_html(str(path := self._path(path, "html")), include_plotlyjs="cdn")
-        return path
+        return self._write(path, "html", lambda f: self.fig.write_html(f, include_plotlyjs="cdn"))
 
     def export_csv(self, path=None) -> Path:
-        self.frame().to_csv(path := self._path(path, "csv"), index=False)
-        return path
+        return self._write(path, "csv", lambda f: self.frame().to_csv(f, index=False))
 
     def _export(self, fn) -> None:
         try:
