@@ -6,6 +6,8 @@
   with_axes(): tuning-axis values as columns ('f16x8_pack[block=512]' -> block 512, defaults filled);
 * per_gpu(), side_by_side(), share(): one table per GPU, those tables next to each other (one GPU
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
+* versus(), fastest(): a ratio of two rows with its interval and verdict, and a fastest row named
+  only on a verdict (labkit.stats);
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
 * kernel_sass(), instructions(), mem_mix(): a shipped variant's machine code (nvcc, no GPU);
 * cell_sass(): a kernel written in a cell compiled to SASS, the .cu and cubin kept in the build
@@ -183,6 +185,37 @@ def share(flags, what: str = "shape") -> str:
     if n == t:
         return f"at every {what} ({n} of {t})"
     return f"at no {what} (0 of {t})" if n == 0 else f"at {n} of {t} {what}s"
+
+
+def versus(a, b, of: str = "") -> str:
+    """Row a's time over row b's with its interval and verdict ('0.962x the default (0.955-0.969)
+    FASTER'), or the bare ratio marked 'no interval' where a row kept no samples (recorded before)."""
+    from .records import compare_rows
+
+    v = compare_rows(a, b)
+    if v is not None:
+        return v.text(of)
+    return f"{a['time_us'] / b['time_us']:.3f}x{' ' + of if of else ''} (no interval: a row without samples)"
+
+
+def fastest(rows, name) -> str:
+    """The fastest of `rows` (dicts or a frame; `name(row)` says which is which), named only where it
+    is FASTER than every other row by the interval of the ratio of medians; else the rows it cannot
+    be told apart from."""
+    from .records import compare_rows
+
+    rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["time_us"])
+    if len(rows) < 2:
+        return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
+    best = rows[0]
+    vs = [(r, compare_rows(best, r)) for r in rows[1:]]
+    tied = [(r, v) for r, v in vs if v is None or not v.decided]
+    if not tied:
+        return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
+                f"{vs[0][1].text()}")
+    why = "no interval: rows without samples" if any(v is None for _, v in tied) else "SAME within the interval"
+    return (f"no winner: the lowest median, {name(best)} ({best['time_us']:.2f} µs), is not told apart from "
+            f"{', '.join(name(r) for r, _ in tied)} ({why})")
 
 
 def facts(gpu: str) -> dict:
