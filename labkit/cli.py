@@ -17,6 +17,7 @@ EPILOG = """examples:
   labkit sweep seed000 --gpus all          every GPU of this host, one worker each
   labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
   labkit why add f16x8 4096x4096           why a variant runs as fast as it does
+  labkit aa add f16x8_pack 4096x4096       A/A self-test: how often this GPU calls one kernel faster than itself
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
 
 Every run is checked against a float64 reference before it is timed, and again after; a variant
@@ -68,6 +69,14 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("-d", "--dtype")
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
+    t = sub.add_parser("aa", help="A/A self-test: one configuration as pairs of rows; the share not called SAME")
+    t.add_argument("op")
+    t.add_argument("variant")
+    t.add_argument("shape", nargs="?")
+    t.add_argument("-d", "--dtype")
+    t.add_argument("--mode", default="cold", choices=MODES)
+    t.add_argument("--pairs", type=int, default=20, help="A/B pairs of the same kernel (default 20)")
+    _common(t)
     from .nsight.cli import add_profile_parser
 
     add_profile_parser(sub)
@@ -76,7 +85,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _common(p):
     p.add_argument("--budget", type=float, default=1.0, help="seconds of sampling per configuration (default 1)")
-    p.add_argument("--noise", type=float, default=0.005, help="stop when relative noise is below this (0.005)")
+    p.add_argument("--noise", type=float, default=0.005,
+                   help="stop when the median's 95%% interval half-width is below this fraction of it (0.005)")
     p.add_argument("--no-kernel-time", dest="kernel_time", action="store_false",
                    help="skip the CUPTI kernel time (it is recorded by default where CUPTI is free)")
     p.add_argument("--energy", action="store_true", help="also sample power and energy with NVML")
@@ -250,6 +260,17 @@ def cmd_why(a):
     return 0
 
 
+def cmd_aa(a):
+    from .selftest import aa
+
+    _outputs(a)
+    res = aa(a.op, a.variant, a.shape, a.dtype, a.mode, a.pairs, _rule(a), workers=not a.in_process, gpus=a.gpus,
+             kernel_time=a.kernel_time, energy=a.energy)
+    print(res.text())
+    _write(res.rows, a)
+    return 0 if res.ok else 1
+
+
 def version_text() -> str:
     import importlib.util
 
@@ -282,7 +303,8 @@ def main(argv=None) -> int:
         from .nsight.cli import cmd_profile
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
-                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why}[a.cmd](a)
+                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
+                "aa": cmd_aa}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

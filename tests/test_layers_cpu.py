@@ -17,7 +17,7 @@ LAYERS = [
     ("measure", {"launch", "timing", "energy", "ceilings"}),
     ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "sweeps"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
-               "benchmarks", "labs"}),
+               "benchmarks", "labs", "selftest"}),
 ]
 LAYER = {name: k for k, (_, names) in enumerate(LAYERS) for name in names}
 MODULES = sorted(p for p in PKG.rglob("*.py"))
