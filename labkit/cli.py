@@ -84,9 +84,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _common(p):
+    from .stats import StopRule
+
     p.add_argument("--budget", type=float, default=1.0, help="seconds of sampling per configuration (default 1)")
-    p.add_argument("--noise", type=float, default=0.005,
-                   help="stop when the median's 95%% interval half-width is below this fraction of it (0.005)")
+    p.add_argument("--noise", type=float, default=StopRule.noise_target,
+                   help="stop when the median's 95%% interval half-width is below this fraction of it (%(default)s)")
     p.add_argument("--no-kernel-time", dest="kernel_time", action="store_false",
                    help="skip the CUPTI kernel time (it is recorded by default where CUPTI is free)")
     p.add_argument("--energy", action="store_true", help="also sample power and energy with NVML")

@@ -89,8 +89,7 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
     o = labkit.get_op(op)
     want = [o.format_shape(o.parse_shape(s)) for s in shapes] if shapes else None
     if live():
-        df = labkit.bench(o.name, variants, dtype, shapes, modes, axes=axes, energy=energy, budget_s=budget_s,
-                          noise_target=0.01)
+        df = labkit.bench(o.name, variants, dtype, shapes, modes, axes=axes, energy=energy, budget_s=budget_s)
         return df.assign(sweep="live", slug="live")
     sweeps = [sweep] if isinstance(sweep, str) else list(sweep or [])
     try:
@@ -344,8 +343,7 @@ def compare(op: str, variants, dtype: str, shape, budget_s: float = 0.2):
     """Time `variants` (+ torch) at one shape, cold (labkit.bench), and print µs and GB/s per variant."""
     import labkit
 
-    df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, noise_target=0.01,
-                      progress=False)
+    df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, progress=False)
     for r in df.to_dict("records"):
         t = r.get("time_us")
         print(f"  {r['variant']:>12} @ {r['shape']}: " + (f"{t:.1f} µs, {r.get('gbps') or float('nan'):.0f} GB/s"

@@ -232,7 +232,7 @@ class Runner:
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:
-            self._torch[cfg.group] = rec
+            self._torch[cfg.group] = {k: rec.get(k) for k in ("time_us", "kernel_us", SAMPLES)}
         else:
             base = self._torch.get(cfg.group)
             if base:

@@ -151,10 +151,13 @@ class StopRule:
     `noise_target` of the median (after `min_samples` and `min_time_s` of measured time), or
     `max_samples` are taken, or `budget_s` of wall time is spent. The target is on the median, not
     on the samples' spread: a cold tiny kernel's samples scatter by 3-8 % however many are taken,
-    but its median's interval narrows as 1 / sqrt(n). At the default 0.5 %, the ratio of two such
-    medians is known to about 0.7 %, inside the verdicts' 1 % margin."""
+    but its median's interval narrows as 1 / sqrt(n). At the default 0.25 %, the ratio of two such
+    medians is known to about ±0.35 %, so two rows of one kernel get a verdict other than SAME only
+    where they differ by more than the 1 % margin less that (0.65 %, about 3.5 standard errors)
+    instead of 1 in 20 times (at 0.5 % the ratio's interval, ±0.7 %, is as wide as the margin
+    allows)."""
 
-    noise_target: float = 0.005
+    noise_target: float = 0.0025
     min_samples: int = 10
     max_samples: int = 5000
     min_time_s: float = 0.02
@@ -166,7 +169,7 @@ class StopRule:
                               f"got {self.budget_s!r}")
         if not (isinstance(self.noise_target, Real) and 0 < self.noise_target < 1):
             raise ConfigError(f"noise_target must be in (0, 1) (the median's interval half-width to stop at, "
-                              f"relative to it, e.g. 0.005), got {self.noise_target!r}")
+                              f"relative to it, e.g. 0.0025), got {self.noise_target!r}")
         _positive_int("max_samples", self.max_samples, "the sample cap")
         _positive_int("min_samples", self.min_samples, "samples before the interval is read")
         if self.min_samples > self.max_samples:
