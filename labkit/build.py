@@ -10,11 +10,13 @@ rebuild leaves the previous library loaded and usable.
 
 Recovery: builds of one folder are serialised by an OS file lock (released when its process dies),
 so a lock left by a killed build is taken over with a message; a wait for another live build says
-so and is bounded; a library that fails to load is rebuilt once, then the error names the folder.
+so and is bounded; a build that runs past nvcc's timeout (labkit.toolkit) is killed with its process
+group (ToolTimeoutError); a library that fails to load is rebuilt once, then the error names the folder.
 Only plain values reach ninja's shell command lines (paths.safe_path, `check_arch`).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import BuildError, CompileError, ConfigError, ToolMissingError
-from .paths import KERNELS_DIR, cache_root
+from .paths import KERNELS_DIR, cache_root, write_atomic
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr")
 LOCK_WAIT_S = 900            # longest wait for another process's build of the same folder
@@ -120,9 +122,7 @@ def generated(family: str, exports, tag: str = "") -> Path:
     out = cache_root() / "gen" / f"{Path(family).stem}{tag}-{digest}.cu"
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(out)
+        write_atomic(out, text)  # prebuild's threads generate side by side: one temporary name each
     return out
 
 
@@ -264,13 +264,41 @@ def _build(name, key, sources, flags, build_dir: Path, verbose: bool) -> Path:
         if (build_dir / "ok").exists():  # another process built it while we waited
             return so
         try:
-            cpp_extension.load(name=mod, sources=[str(s) for s in sources], extra_cuda_cflags=flags,
-                               extra_include_paths=[str(KERNELS_DIR)], build_directory=str(build_dir),
-                               is_python_module=False, with_cuda=True, verbose=verbose)
+            with _bounded(cpp_extension):
+                cpp_extension.load(name=mod, sources=[str(s) for s in sources], extra_cuda_cflags=flags,
+                                   extra_include_paths=[str(KERNELS_DIR)], build_directory=str(build_dir),
+                                   is_python_module=False, with_cuda=True, verbose=verbose)
         except RuntimeError as e:
             raise parse_compile_error(str(e)) from None
         (build_dir / "ok").write_text(key)
     return so
+
+
+@contextlib.contextmanager
+def _bounded(cpp_extension):
+    """cpp_extension runs ninja (and so nvcc) without a timeout: during labkit's builds its ninja step,
+    `_run_ninja_build`, is _ninja. One swap at a time (the lock), so the original is always restored."""
+    with _lock:
+        unbounded, cpp_extension._run_ninja_build = cpp_extension._run_ninja_build, _ninja
+        try:
+            yield
+        finally:
+            cpp_extension._run_ninja_build = unbounded
+
+
+def _ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
+    """cpp_extension's ninja step through toolkit.run: bounded by nvcc's timeout, the whole group
+    (ninja, nvcc, cicc, ptxas) killed past it. A failed build raises RuntimeError with ninja's output,
+    as cpp_extension's does."""
+    from .toolkit import run
+
+    jobs = os.environ.get("MAX_JOBS", "")  # cpp_extension's knob for ninja's -j
+    jobs = ["-j", jobs] if jobs.isdigit() else []
+    r = run(["ninja", "-v", *jobs], "nvcc", cwd=build_directory, what=f"nvcc (ninja building {Path(build_directory).name})")
+    if verbose:
+        print(r.stdout + r.stderr)
+    if r.returncode:
+        raise RuntimeError(f"{error_prefix}: {r.stdout}{r.stderr}")
 
 
 def family_library(family: str, exports, arch: str | None = None, tag: str = "") -> Library:

@@ -4,6 +4,7 @@ hands them to the one run loop (labkit.session)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .errors import ConfigError, LabkitError
@@ -17,6 +18,7 @@ EPILOG = """examples:
   labkit sweep seed000 --gpus all          every GPU of this host, one worker each
   labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
   labkit why add f16x8 4096x4096           why a variant runs as fast as it does
+  labkit reconcile add f16x8_pack 4096x4096 -d f16
   labkit aa add f16x8_pack 4096x4096       A/A self-test: how often this GPU calls one kernel faster than itself
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
 
@@ -29,14 +31,16 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="labkit", description="Write, check, time and profile CUDA kernels.",
                                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="store_true", help="print labkit's version, commit, torch and CUDA")
-    p.add_argument("--all", action="store_true", help="without a GPU: the full recorded table, not the summary")
+    p.add_argument("--all", action="store_true",
+                   help="without a GPU: every recorded table, not the summary (paged on a terminal)")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     b = sub.add_parser("bench", help="check and time variants of one op over shapes")
     b.add_argument("op", help="op name (see `labkit list`)")
     b.add_argument("-v", "--variants", help="comma-separated variant names (default: all; torch always runs)")
     b.add_argument("-d", "--dtype", help="only variants of this dtype (f32, f16, bf16, ...)")
-    b.add_argument("-w", "--width", type=int, help="only variants of this vector width (needs --dtype)")
+    b.add_argument("-w", "--width", type=int,
+                   help="only variants of this vector width (needs --dtype; with -v, each one named must have it)")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
     b.add_argument("--mode", nargs="+", default=["cold"], choices=MODES,
                    help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
@@ -60,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     pk = sub.add_parser("peak", help="this GPU's measured ceilings (copy peak, L2, FMA, event floor)")
     pk.add_argument("--remeasure", action="store_true")
     sub.add_parser("build", help="build the whole catalog now and report the build time")
-    r = sub.add_parser("recorded", help="show results recorded on real GPUs (no GPU needed)")
+    r = sub.add_parser("recorded", help="show results recorded on real GPUs (no GPU needed; paged on a terminal)")
     r.add_argument("path", nargs="?", help="a result file or folder (default: results/)")
     w = sub.add_parser("why", help="a diagnosis card: why a variant runs as fast as it does")
     w.add_argument("op")
@@ -68,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("shape", nargs="?")
     w.add_argument("-d", "--dtype")
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
+    w.add_argument("--gpu", help="which recorded GPU (a results/ folder or GPU name, e.g. nvidia-h200); implies --recorded")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
     t = sub.add_parser("aa", help="A/A self-test: one configuration as pairs of rows; the share not called SAME")
     t.add_argument("op")
@@ -77,9 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", default="cold", choices=MODES)
     t.add_argument("--pairs", type=int, default=20, help="A/B pairs of the same kernel (default 20)")
     _common(t)
+    from .clocks.cli import add_reconcile_parser
     from .nsight.cli import add_profile_parser
 
     add_profile_parser(sub)
+    add_reconcile_parser(sub)
     return p
 
 
@@ -250,15 +257,24 @@ def cmd_build(a):
 
 
 def cmd_recorded(a, summary=False):
-    from .recorded import print_recorded
+    from .recorded import recorded_text
 
-    return print_recorded(a.path, summary=summary)
+    text = recorded_text(a.path, summary=summary)
+    if sys.stdout.isatty() and not summary:  # thousands of lines: $PAGER (less); a pipe or file gets them all
+        import pydoc
+
+        os.environ.setdefault("LESS", "FRX")  # as git: less quits at once when the text fits one screen
+        pydoc.pager(text)
+    else:
+        print(text)
+    return 0
 
 
 def cmd_why(a):
     from .why import why
 
-    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded, budget_s=a.budget).text())
+    print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded or a.gpu is not None, gpu=a.gpu,
+              budget_s=a.budget).text())
     return 0
 
 
@@ -289,6 +305,16 @@ def version_text() -> str:
 
 
 def main(argv=None) -> int:
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()  # a reader that left (`labkit recorded | head`) shows here, not at exit
+        return rc
+    except BrokenPipeError:  # Python's recipe: no traceback, and no second error when exit flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE: what a shell reports for a program that SIGPIPE ended
+
+
+def _main(argv) -> int:
     p = _parser()
     a = p.parse_args(argv)
     try:
@@ -296,17 +322,20 @@ def main(argv=None) -> int:
             print(version_text())
             return 0
         if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded summary
-            from .device import NO_GPU, has_gpu
+            from .device import NO_GPU, gpu_present
 
-            if not has_gpu():
+            if not gpu_present():
                 print(f"labkit: {NO_GPU}\n", file=sys.stderr)
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
-            a = p.parse_args(["bench", "add"])
+            from .main_job import main as main_job
+
+            return main_job(_ex_kw(p.parse_args(["bench", "add"])))
+        from .clocks.cli import cmd_reconcile
         from .nsight.cli import cmd_profile
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
                 "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
-                "aa": cmd_aa}[a.cmd](a)
+                "reconcile": cmd_reconcile, "aa": cmd_aa}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

@@ -1,80 +1,118 @@
 """The same Configs on a Dask distributed cluster (`pip install 'labkit[cluster]'`):
 
-* `local-cuda`: dask-cuda's LocalCUDACluster on this host, one worker per GPU with
-  CUDA_VISIBLE_DEVICES pinned (its own GPU first), a nanny that restarts a dead worker;
+* `local-cuda`: a scheduler and dask-cuda's `dask cuda worker` (one worker per GPU, its GPU pinned by
+  CUDA_VISIBLE_DEVICES, a nanny that restarts a dead worker), started as processes of their own
+  (`LocalProcesses`): never through multiprocessing from this process, whose `__main__` (an
+  unguarded script) would run again in each of them, and ended with it (a lifeline pipe);
 * `tcp://HOST:8786`: an existing scheduler, for several hosts;
 * a `distributed.Client` or cluster object (tests use a LocalCluster of CPU processes).
 
 Each group of configurations (a torch baseline and the variants compared with it) is one task, so
-ratios come from one GPU. Rows travel back through a distributed.Queue as they are measured, which
-gives live progress and tells which configuration a crashed worker was running: that one becomes
-an 'error' row and the rest of its group is submitted again. A worker whose CUDA context is lost
-returns its rows and is restarted. No scheduler or sockets of labkit's own: Dask does the work.
+ratios come from one GPU, with the same guarantees as labkit's own worker processes:
+
+* rows stream back per configuration through a distributed.Queue (live progress; Ctrl-C keeps every
+  row measured so far and cancels the rest, and the next run gets only its own rows);
+* each configuration announces itself and its phases, so a hung one is timed out (its worker is
+  restarted) and a worker that dies is known to have died in that configuration;
+* a configuration that killed its worker is never run again, even where the scheduler retries tasks
+  (a retried task finds its first attempt's marker and returns at once): its row says what happened;
+* errors are classified: `lost` (CUDA context lost: the row comes back, the worker restarts),
+  `timeout`, `dead` (the process died), a Python error (raised, as with local workers).
 """
 from __future__ import annotations
 
+import time
 import uuid
 
 from .errors import ConfigError, LabkitError
+from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, START_TIMEOUT_S, WorkerError, failure_row
 
 _state: dict = {}  # per worker process: the runner and the NVTX scope
+POLL_S = 0.05
 
 
-def _run_group(title, configs, spec, queue_name):
-    """The task: run one group on this worker's GPU, streaming each row to the queue."""
-    from distributed import Queue, get_client
+def _run_group(title, configs, spec, run_id, task_id):
+    """The task: run one group on this worker's GPU, announcing each configuration and its phases and
+    streaming each row to the run's queue. Returns how it ended."""
+    from distributed import Event, Queue, get_client, get_worker
 
+    from .errors import ConfigError
     from .runner import ContextLost
     from .session import Scope
-    from .workers import _resolve
+    from .worker_child import resolve
 
+    client, addr = get_client(), get_worker().address
+    first = Event(f"{run_id}-{task_id}", client=client)
+    if first.is_set():  # a retry of an attempt that died: its configuration must not run again
+        return {"end": "retried"}
+    first.set()
+    q, stop = Queue(run_id, client=client), Event(f"{run_id}-stop", client=client)
     if "runner" not in _state:
-        _state["runner"] = _resolve(spec[0])(**spec[1])
+        _state["runner"] = resolve(spec[0])(**spec[1])
         _state["scope"] = Scope()
     runner, scope = _state["runner"], _state["scope"]
-    q = Queue(queue_name, client=get_client())
-    runner.prebuild(configs)
+    runner.phase = lambda name: q.put({"kind": "phase", "task": task_id, "phase": name})
+    q.put({"kind": "start", "task": task_id, "k": -1, "worker": addr})
+    try:
+        runner.prebuild(configs)
+    except Exception:  # noqa: BLE001 - as in labkit's workers: the runs that follow report their own errors
+        pass
     for k, cfg in enumerate(configs):
+        if stop.is_set():
+            return {"end": "stopped"}
+        q.put({"kind": "start", "task": task_id, "k": k, "worker": addr})
         scope.enter(title, cfg.op)
         try:
             rec = runner.run(cfg)
         except ContextLost as e:
-            q.put({"kind": "row", "row": dict(e.record, worker="dask: CUDA context lost, worker restarted")})
+            q.put({"kind": "row", "task": task_id, "row": dict(e.record, worker="dask: CUDA context lost, worker restarted")})
             _state.clear()
-            return {"lost": True, "rest": configs[k + 1:], "worker": _worker_address()}
-        q.put({"kind": "row", "row": rec})
-    return {"lost": False, "rest": [], "worker": _worker_address()}
+            return {"end": "lost", "rest": configs[k + 1:], "worker": addr}
+        except ConfigError as e:
+            q.put({"kind": "config_error", "task": task_id, "message": str(e)})
+            return {"end": "error"}
+        except Exception as e:  # noqa: BLE001 - a Python error: raised in the parent, as with local workers
+            import traceback
+
+            q.put({"kind": "crash", "task": task_id, "message": f"{cfg.describe()}: {type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc()})
+            return {"end": "error"}
+        q.put({"kind": "row", "task": task_id, "row": rec})
+    return {"end": "done"}
 
 
-def _worker_address():
-    from distributed import get_worker
+class _Task:
+    def __init__(self, future, group):
+        self.future, self.group = future, group
+        self.k, self.worker, self.phase, self.since, self.timed_out = None, None, "queued", None, False
 
-    return get_worker().address
+    def expired(self, phase_timeout_s) -> str | None:
+        if self.since is None or self.k is None:
+            return None
+        limit = COMPILE_TIMEOUT_S if self.phase == "compile" else phase_timeout_s
+        if time.monotonic() - self.since > limit:
+            return f"no progress for {limit:.0f} s in phase '{self.phase}' (a hung kernel?); its Dask worker was restarted"
+        return None
 
 
 class DaskExecutor:
     shared = False
 
-    def __init__(self, cluster, gpus=None, runner: str = "labkit.runner:Runner", **runner_kw):
+    def __init__(self, cluster, gpus=None, runner: str = "labkit.runner:Runner",
+                 phase_timeout_s: float = PHASE_TIMEOUT_S, **runner_kw):
         try:
-            import dask
             from distributed import Client
         except ImportError:
             raise LabkitError("the Dask path needs `pip install 'labkit[cluster]'` (dask, distributed, dask-cuda)") from None
         self.spec = (runner, runner_kw)
+        self.phase_timeout_s = phase_timeout_s
         self._own = None
+        self._kept: list = []  # rows that arrived with a Ctrl-C, for the caller's log (take_rows)
         if cluster == "local-cuda":
-            try:
-                from dask_cuda import LocalCUDACluster
-            except ImportError:
-                raise LabkitError("--cluster local-cuda needs dask-cuda: `pip install 'labkit[cluster]'`") from None
-            from .workers import resolve_gpus
+            from .cluster_procs import LocalProcesses
 
-            # a task that kills its worker is not retried on another GPU: its row says what happened
-            dask.config.set({"distributed.scheduler.allowed-failures": 0})
-            vis = ",".join(g["uuid"] for g in resolve_gpus(gpus))
-            self._own = LocalCUDACluster(CUDA_VISIBLE_DEVICES=vis, threads_per_worker=1)
-            self.client = Client(self._own)
+            self._own = LocalProcesses("cuda", gpus=gpus)
+            self.client = self._own.client
         elif isinstance(cluster, str):
             if not cluster.startswith(("tcp://", "tls://", "ucx://")):
                 raise ConfigError(f"--cluster takes local-cuda or a scheduler address like tcp://HOST:8786, got {cluster!r}")
@@ -85,70 +123,101 @@ class DaskExecutor:
     def gpus(self) -> list:
         return list(self.client.scheduler_info()["workers"])
 
+    def take_rows(self) -> list:
+        """Rows that arrived while a Ctrl-C stopped the run (the caller logs them)."""
+        out, self._kept = self._kept, []
+        return out
+
     def run_all(self, title, groups):
         """Yield rows as they are measured, over every worker of the cluster."""
-        from distributed import Queue, as_completed
+        from distributed import Event, Queue
 
-        name = f"labkit-{uuid.uuid4().hex[:12]}"
-        q = Queue(name, client=self.client)
-        pending = {}  # future -> its group (for a crash: which configurations have no row yet)
-        done_keys: set = set()
+        run_id = f"labkit-{uuid.uuid4().hex[:12]}"
+        q = Queue(run_id, client=self.client)
+        tasks: dict = {}
 
         def submit(g):
-            f = self.client.submit(_run_group, title, g, self.spec, name, pure=False)
-            pending[f] = g
-            ac.add(f)
+            tid = uuid.uuid4().hex[:12]
+            tasks[tid] = _Task(self.client.submit(_run_group, title, g, self.spec, run_id, tid, pure=False), g)
 
-        ac = as_completed()
         for g in groups:
             submit(g)
-        while pending:
-            for f in ac:
-                # rows first: every row put before the task ended is in the queue now
-                for item in _drain(q):
-                    done_keys.add(_key(item["row"]))
-                    yield item["row"]
-                g = pending.pop(f)
-                try:
-                    res = f.result()
-                except Exception as e:  # KilledWorker: the process died (a crash, not a CUDA error)
-                    left = [c for c in g if _cfg_key(c) not in done_keys]
-                    if left:
-                        from .workers import failure_row
+        try:
+            while tasks:
+                got = q.get(batch=True)
+                for item in got:
+                    yield from self._item(item, tasks)
+                for tid, t in list(tasks.items()):
+                    why = None if t.future.done() else t.expired(self.phase_timeout_s)
+                    if why and not t.timed_out:
+                        t.timed_out = why
+                        self._restart(t.worker)
+                    if t.future.done():
+                        for item in q.get(batch=True):  # rows put before the task ended
+                            yield from self._item(item, tasks)
+                        yield from self._finish(tasks.pop(tid), submit)
+                if not got:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            Event(f"{run_id}-stop", client=self.client).set()
+            self._kept = [i["row"] for i in q.get(batch=True) if i["kind"] == "row"]
+            raise
+        finally:
+            self.client.cancel([t.future for t in tasks.values()])
 
-                        yield failure_row(left[0], "dead", f"{left[0].describe()}: the Dask worker died "
-                                                           f"({type(e).__name__}: {e})", {})
-                        if left[1:]:
-                            submit(left[1:])
-                    continue
-                if res["lost"]:
-                    try:
-                        self.client.restart_workers([res["worker"]])
-                    except Exception:
-                        pass
-                    if res["rest"]:
-                        submit(res["rest"])
-                break
-        for item in _drain(q):
+    def _item(self, item, tasks):
+        t = tasks.get(item["task"])
+        kind = item["kind"]
+        if kind == "row":
+            if t is not None:
+                t.since = time.monotonic()
             yield item["row"]
+        elif t is None:
+            return
+        elif kind == "start":
+            t.k, t.worker, t.phase, t.since = item["k"], item["worker"], "compile" if item["k"] < 0 else "request", time.monotonic()
+        elif kind == "phase":
+            t.phase, t.since = item["phase"], time.monotonic()
+        elif kind == "config_error":
+            raise ConfigError(item["message"])
+        elif kind == "crash":
+            raise WorkerError(f"{item['message']}\n{item['traceback']}")
+
+    def _finish(self, t, submit):
+        """The rows and resubmissions that follow a task's end."""
+        try:
+            res, err = t.future.result(), None
+        except Exception as e:  # noqa: BLE001 - KilledWorker, a closed connection: the process died
+            res, err = {"end": "died"}, e
+        end = res["end"]
+        if end == "lost":
+            self._restart(res["worker"])
+            if res["rest"]:
+                submit(res["rest"])
+        elif end in ("died", "retried"):
+            k = max(t.k or 0, 0)
+            if t.k is None:  # it never started: run the whole group again
+                submit(t.group)
+                return
+            cfg = t.group[k]
+            if t.timed_out:
+                kind, msg = "timeout", t.timed_out
+            else:
+                kind, msg = "dead", ("the Dask worker died" + (f" ({type(err).__name__}: {err})" if err else
+                                                                 "; the scheduler's retry was not run"))
+            yield failure_row(cfg, kind, f"{cfg.describe()}: {msg}", {})
+            if t.group[k + 1:]:
+                submit(t.group[k + 1:])
+
+    def _restart(self, worker) -> None:
+        if worker:
+            try:
+                self.client.restart_workers([worker], timeout=START_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - a worker already gone: the nanny or the scheduler deals with it
+                pass
 
     def close(self) -> None:
-        self.client.close()
         if self._own is not None:
             self._own.close()
-
-
-def _drain(q):
-    out = []
-    while q.qsize():
-        out.append(q.get())
-    return out
-
-
-def _key(row) -> tuple:
-    return (row.get("op"), row.get("variant"), row.get("dtype"), row.get("shape"), row.get("mode"), row.get("offset", 0))
-
-
-def _cfg_key(cfg) -> tuple:
-    return (cfg.op, cfg.variant_s, cfg.dtype, cfg.shape_s, cfg.mode, cfg.offset)
-
+        else:
+            self.client.close()

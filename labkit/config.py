@@ -5,10 +5,12 @@ labs, benchmarks, workers) hands Configs to the one run loop (labkit.session), w
 re-resolves them. Configs are plain frozen data, so they pickle into worker processes."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from .errors import ConfigError
 from .registry import Op, Variant, get_op
+from .spec import check_width
 from .stats import StopRule
 from .timing import check_mode
 
@@ -81,7 +83,7 @@ def make_rule(rule=None, **overrides) -> StopRule:
 def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mode: str = "cold", offset: int = 0,
             rule=None, timed: bool = True, axes=None) -> Config:
     """One Config from names (or objects), every part checked with a clear error."""
-    o = get_op(op) if isinstance(op, str) else op
+    o = get_op(op)
     v = variant if isinstance(variant, Variant) else o.variant(variant, dtype)
     if dtype is not None and v.dtype != dtype:
         raise ConfigError(f"{o.name} variant {v.name!r} runs on {v.dtype}, not {dtype}")
@@ -93,31 +95,41 @@ def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mo
     return Config(o.name, v, s, mode, offset, make_rule(rule), timed, ax)
 
 
+def _each(value) -> list:
+    """One value or several as a list: a str ('4096x4096', 'hot') is one value, not its characters."""
+    return [value] if isinstance(value, str) or not isinstance(value, Iterable) else list(value)
+
+
 def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold",), width: int | None = None,
          offset: int = 0, rule=None, baseline: bool = True, axes=None) -> list[Config]:
     """The Configs of a bench or sweep: variants (names, 'all', or by dtype / width) x shapes x modes
     (x tuning-axis values). With `baseline`, torch runs first in each group so ratios exist."""
-    o = get_op(op) if isinstance(op, str) else op
+    o = get_op(op)
     if not isinstance(offset, int) or offset < 0:
         raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
-    if isinstance(modes, str):
-        modes = (modes,)
+    modes = _each(modes)
     for m in modes:
         check_mode(m)
     if width is not None:
         if dtype is None:
             raise ConfigError("a vector width needs a dtype: widths are per dtype (see `labkit list`)")
-        vs = o.variant_by_width(dtype, width)
-    elif variants in (None, "all"):
-        vs = o.variants_for(dtype, include_torch=False)
+        by_width = o.variant_by_width(dtype, check_width(width))
+    if variants in (None, "all"):
+        vs = by_width if width is not None else o.variants_for(dtype, include_torch=False)
     else:
-        if isinstance(variants, str):
-            variants = [x for x in variants.split(",") if x]
+        variants = [x for x in variants.split(",") if x] if isinstance(variants, str) else _each(variants)
         # "torch" may be listed: the baseline is added below anyway
         vs = [v if isinstance(v, Variant) else o.variant(v, dtype) for v in variants if v != "torch"]
+        other = [v.name for v in vs if width is not None and v not in by_width]
+        if other:  # variants and a width both filter: a named variant of another width is a contradiction
+            raise ConfigError(f"{o.name} variant(s) {', '.join(other)}: not of vector width {width} (variants and width "
+                              f"both filter, so they must agree); the {dtype} variants of width {width} are "
+                              f"{', '.join(v.name for v in by_width)}")
     dtypes = list(dict.fromkeys(v.dtype for v in vs)) or ([dtype] if dtype else o.dtypes[:1])
-    shapes = [o.parse_shape(s) for s in shapes] if shapes else list(o.default_shapes)
+    shapes = [o.parse_shape(s) for s in _each(shapes)] if shapes else list(o.default_shapes)  # a str: one shape
     r = make_rule(rule)
+    if axes and not isinstance(axes, Mapping):
+        raise ConfigError(f"axes must be a dict of tuning-axis values, e.g. {{'block': [128, 256]}}, got {axes!r}")
     grid = o.axis_grid(axes) if axes else [()]
     out = []
     for s in shapes:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import os
-import subprocess
 
-from .errors import NoGPUError
+from .errors import ConfigError, NoGPUError
 from .paths import ROOT, gpu_slug
+from .toolkit import run
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
           "only on an NVIDIA GPU. Without one, explore the recorded results shipped in results/ "
@@ -36,6 +36,17 @@ def has_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def gpu_present() -> bool:
+    """Whether this process can see a GPU, from NVML where it answers (no torch import, no CUDA
+    context: the CLI decides in milliseconds what it shows), else from torch."""
+    if nvml() is not None:
+        try:
+            return bool(visible_gpus())
+        except Exception:  # noqa: BLE001 - NVML present but unusable: ask torch
+            pass
+    return has_gpu()
 
 
 def require_gpu() -> None:
@@ -105,8 +116,7 @@ def driver_version() -> str:
         except Exception:
             pass
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10)
+        out = run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], "nvidia-smi")
         return out.stdout.strip().splitlines()[0]
     except Exception:
         return "unknown"
@@ -139,7 +149,7 @@ def sm_clock() -> tuple[int | None, bool]:
 
 def _git(*args) -> str | None:
     try:
-        r = subprocess.run(["git", *args], capture_output=True, text=True, timeout=5, cwd=ROOT)
+        r = run(["git", *args], "git", cwd=ROOT)
         return r.stdout.strip() if r.returncode == 0 else None
     except Exception:
         return None
@@ -196,3 +206,36 @@ def visible_gpus() -> list:
         return []
     return [{"index": _physical_index(i), "name": torch.cuda.get_device_name(i),
              "uuid": str(torch.cuda.get_device_properties(i).uuid)} for i in range(torch.cuda.device_count())]
+
+
+def parse_gpus(gpus) -> list | None:
+    """'all' / None -> None (every visible GPU); '0,1', 1 or [0, 1] -> [0, 1]; ConfigError otherwise."""
+    if gpus is None or gpus == "all":
+        return None
+    if isinstance(gpus, int):
+        gpus = [gpus]
+    if isinstance(gpus, str):
+        try:
+            gpus = [int(x) for x in gpus.split(",") if x.strip()]
+        except ValueError:
+            raise ConfigError(f"--gpus takes 'all' or GPU indices like 0,1, got {gpus!r}") from None
+    out = list(dict.fromkeys(int(g) for g in gpus))
+    if not out or any(g < 0 for g in out):
+        raise ConfigError(f"--gpus takes 'all' or GPU indices >= 0, got {gpus!r}")
+    return out
+
+
+def resolve_gpus(gpus) -> list:
+    """The visible GPUs ({'index', 'uuid', 'name'}) that `gpus` names; a clear error for others."""
+    want = parse_gpus(gpus)
+    found = visible_gpus()
+    if not found:
+        raise NoGPUError(NO_GPU)
+    if want is None:
+        return found
+    have = {g["index"]: g for g in found}
+    missing = [i for i in want if i not in have]
+    if missing:
+        raise ConfigError(f"--gpus {','.join(map(str, want))}: no visible GPU {', '.join(map(str, missing))}; "
+                          f"visible GPUs are {', '.join(str(i) for i in have)}")
+    return [have[i] for i in want]

@@ -36,3 +36,12 @@ class LaunchError(LabkitError):
 
 class BuildError(LabkitError):
     """A build could not be made or loaded (a lock held too long, a library that will not load)."""
+
+
+class ToolTimeoutError(LabkitError):
+    """An external program (nvcc, cuobjdump, nsys, ncu, ...) ran past its timeout; its process group
+    was killed. `tool`, `argv` and `timeout_s` say which, what and how long."""
+
+    def __init__(self, message: str, tool: str, argv: list, timeout_s: float):
+        self.tool, self.argv, self.timeout_s = tool, argv, timeout_s
+        super().__init__(message)

@@ -3,6 +3,7 @@ of an op, built like the shipped ones and timed and checked beside them."""
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 
 from . import dtypes
@@ -10,6 +11,7 @@ from .build import build_library
 from .errors import ConfigError
 from .paths import cache_root
 from .registry import Variant, get_op, ops
+from .spec import check_width
 
 
 def render(op, name: str, source: str, kernel: str, dtype: str, width: int, block: int) -> str:
@@ -24,6 +26,9 @@ def render(op, name: str, source: str, kernel: str, dtype: str, width: int, bloc
 def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str, width: int = 1,
                    block: int = 256) -> Variant:
     op = get_op(op_name)
+    for arg, val in (("name", name), ("source", source), ("kernel", kernel), ("dtype", dtype)):
+        if not isinstance(val, str):
+            raise ConfigError(f"inline: {arg} must be a str, got {type(val).__name__} {val!r}")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ConfigError(f"variant name {name!r} must be an identifier (letters, digits, _)")
     if name == "torch" or any(v.name == name and not v.is_inline for v in op.variants):
@@ -33,8 +38,9 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
         able = ", ".join(o.name for o in ops().values() if o.inline_launcher)
         raise ConfigError(f"op {op.name!r} has no inline launcher template; inline kernels work for {able}")
     op.check_dtype(dtype)
-    if width < 1 or block < 1 or block > 1024:
-        raise ConfigError(f"width must be >= 1 and block in [1, 1024], got width={width}, block={block}")
+    width = check_width(width, "inline: width")
+    if isinstance(block, bool) or not isinstance(block, numbers.Integral) or not 1 <= block <= 1024:
+        raise ConfigError(f"inline: block (threads per block) must be an int in [1, 1024], got {block!r}")
     if not re.search(rf"__global__\s+void\s+{re.escape(kernel)}\s*\(", source):
         raise ConfigError(f"the source defines no `__global__ void {kernel}(...)`")
     text = render(op, name, source, kernel, dtype, width, block)

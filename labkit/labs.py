@@ -6,8 +6,10 @@
   with_axes(): tuning-axis values as columns ('f16x8_pack[block=512]' -> block 512, defaults filled);
 * per_gpu(), side_by_side(), share(): one table per GPU, those tables next to each other (one GPU
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
-* versus(), fastest(): a ratio of two rows with its interval and verdict, and a fastest row named
-  only on a verdict (labkit.stats);
+* fit(), panels(): tables and plotly panels laid out to fit a notebook's width without wrapping or
+  overlapping titles;
+* versus(), fastest() (from labkit.verdicts): a ratio of two rows with its interval and verdict, and
+  a fastest row named only on a verdict;
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
 * kernel_sass(), instructions(), mem_mix(): a shipped variant's machine code (nvcc, no GPU);
 * cell_sass(): a kernel written in a cell compiled to SASS, the .cu and cubin kept in the build
@@ -21,9 +23,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 
 from .errors import CompileError, LabkitError
+from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
 COLS = ["gpu", "op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "gbps", "pct_peak",
@@ -61,6 +63,9 @@ def start() -> bool:
     except recorded.NoRecordedData as e:
         print("NO RECORDED DATA YET.", e)
         print("The cells below will say 'no data' instead of showing tables.")
+    note = recorded.toolkit_note()
+    if note:  # said once here, so the skipped sections below need no explaining
+        print(note)
     return False
 
 
@@ -175,6 +180,32 @@ def side_by_side(tables: dict, axis: int = 1):
     return pd.concat(keep, axis=axis) if keep else pd.DataFrame()
 
 
+def fit(tables: dict, width: int = 120):
+    """side_by_side(tables) where its text fits in `width` characters (about what a notebook shows
+    before wrapping), else the same tables one below the other."""
+    t = side_by_side(tables)
+    if len(t) and max(map(len, t.to_string().splitlines())) > width:
+        return side_by_side(tables, axis=0)
+    return t
+
+
+def panels(titles: list, cols: int = 2, row_px: int = 330, gap_px: int = 120, top_px: int = 110):
+    """A plotly figure with a panel per title, `cols` to a row. Spacing is set in pixels (plotly's
+    is a fraction of the figure, which shrinks as rows are added), so that a panel's x-axis labels
+    and the next row's title of two lines stay apart; keep titles short enough for 1/`cols` of the width."""
+    import math
+
+    from plotly.subplots import make_subplots
+
+    rows = math.ceil(len(titles) / cols)
+    area = rows * row_px + (rows - 1) * gap_px
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.1,
+                        vertical_spacing=gap_px / area if rows > 1 else 0)
+    fig.update_annotations(font_size=12)
+    fig.update_layout(height=area + top_px + 80, margin=dict(t=top_px, b=80), template="plotly_white")
+    return fig
+
+
 def share(flags, what: str = "shape") -> str:
     """A claim counted from booleans: 'at every shape (9 of 9)', 'at 4 of 9 shapes', 'at no shape (0 of 9)'."""
     vals = [bool(x) for x in flags if x == x and x is not None]
@@ -184,37 +215,6 @@ def share(flags, what: str = "shape") -> str:
     if n == t:
         return f"at every {what} ({n} of {t})"
     return f"at no {what} (0 of {t})" if n == 0 else f"at {n} of {t} {what}s"
-
-
-def versus(a, b, of: str = "") -> str:
-    """Row a's time over row b's with its interval and verdict ('0.962x the default (0.955-0.969)
-    FASTER'), or the bare ratio marked 'no interval' where a row kept no samples (recorded before)."""
-    from .records import compare_rows
-
-    v = compare_rows(a, b)
-    if v is not None:
-        return v.text(of)
-    return f"{a['time_us'] / b['time_us']:.3f}x{' ' + of if of else ''} (no interval: a row without samples)"
-
-
-def fastest(rows, name) -> str:
-    """The fastest of `rows` (dicts or a frame; `name(row)` says which is which), named only where it
-    is FASTER than every other row by the interval of the ratio of medians; else the rows it cannot
-    be told apart from."""
-    from .records import compare_rows
-
-    rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["time_us"])
-    if len(rows) < 2:
-        return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
-    best = rows[0]
-    vs = [(r, compare_rows(best, r)) for r in rows[1:]]
-    tied = [(r, v) for r, v in vs if v is None or not v.decided]
-    if not tied:
-        return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
-                f"{vs[0][1].text()}")
-    why = "no interval: rows without samples" if any(v is None for _, v in tied) else "SAME within the interval"
-    return (f"no winner: the lowest median, {name(best)} ({best['time_us']:.2f} µs), is not told apart from "
-            f"{', '.join(name(r) for r, _ in tied)} ({why})")
 
 
 def facts(gpu: str) -> dict:
@@ -369,7 +369,7 @@ def self_check(machine=None, gpu=None) -> bool | None:
             results += machine()
         except CompileError as e:
             results.append((False, f"does not compile: {e}"))
-        except (LabkitError, OSError, KeyError, subprocess.CalledProcessError) as e:
+        except (LabkitError, OSError, KeyError) as e:
             print(f"(machine-code check skipped: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
     if gpu is not None:
         if live():

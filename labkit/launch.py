@@ -37,6 +37,9 @@ class LkArgs(ctypes.Structure):
 
 # CFUNCTYPE releases the GIL during the call, as a launch from C++ would not hold it either
 LAUNCHER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+# labkit.call's repeated calls keep the GIL: one shared argument block per signature, and no GIL
+# hand-over per launch (a launch takes microseconds)
+LAUNCHER_FN_GIL = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def pack(tensors, ints=(), floats=()) -> LkArgs:

@@ -52,3 +52,24 @@ def results_dir(root: str | Path | None = None) -> Path:
 def gpu_slug(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3' (the folder name under results/)."""
     return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` through a unique temporary file in the same folder, then rename: a
+    reader never sees half a file, and two writers (processes, or threads of one process) never
+    share a temporary name. A planted link at `path` is replaced, never written through."""
+    import tempfile
+
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path

@@ -114,11 +114,12 @@ def block_launch(root, args) -> str:
     rows = []
     for d in _gpus(root):
         r = _json(d / "launch-cost.json")
-        if r:
-            rows.append([r["gpu"], _f(r["labkit_prepared_us"]), _f(r["torch_add_out_us"]), _f(r["prepared_vs_torch_out"]),
-                         _f(r["labkit_call_us"]), _f(r["torch_add_us"]), _f(r["call_vs_torch"]), r["date"][:10], r["commit"]])
-    return _table(["GPU", "prepared launch µs", "torch.add(out=) µs", "ratio (goal ≤ 1.2)", "labkit.call µs",
-                   "torch.add µs", "ratio (goal ≤ 2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
+        if r:  # files recorded before labkit.call took out= have no such column
+            rows.append([r["gpu"], _f(r["labkit_prepared_us"]), _f(r.get("labkit_call_out_us")), _f(r["torch_add_out_us"]),
+                         _f(r.get("call_out_vs_torch_out")), _f(r["labkit_call_us"]), _f(r["torch_add_us"]),
+                         _f(r["call_vs_torch"]), r["date"][:10], r["commit"]])
+    return _table(["GPU", "prepared launch µs", "labkit.call(out=) µs", "torch.add(out=) µs", "ratio (goal ≤ 1.2)",
+                   "labkit.call µs", "torch.add µs", "ratio (goal ≤ 1.2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 
 def _pivot(rows, value, variants, fmt) -> tuple:
@@ -195,8 +196,37 @@ def block_json(root, args) -> str:
     return _table(["GPU", *keys, "date", "commit"], rows) + "\n" if rows else f"_no {name} under results/ yet_\n"
 
 
+def block_reconcile(root, args) -> str:
+    """Per GPU (results/<gpu>/reconcile.json, labkit.clocks): the medians, one row per clock and one
+    column per configuration; each relation's a/b - 1 and verdict per configuration; the reasons,
+    once per relation."""
+    from .clocks.relations import RELATIONS, label, verdicts
+
+    parts = []
+    for d in _gpus(root):
+        recs = (_json(d / "reconcile.json") or {}).get("configs", [])
+        if not recs:
+            continue
+        names = [f"{r['op']} {r['variant']} {r['shape']}" for r in recs]
+        by = [{label(x): x for x in r["rows"]} for r in recs]
+        times = [[k] + [_f(b[k]["median_us"]) if k in b else "–" for b in by]
+                 for k in dict.fromkeys(k for b in by for k in b)]
+        vs = [{v["expected"]: v for v in verdicts(r["rows"])} for r in recs]
+        checks = [[e] + ["–" if e not in v else "n/a" if v[e]["holds"] is None else
+                         f"{v[e]['diff_pct']:+.1f} % {'✓' if v[e]['holds'] else '✗'}" for v in vs]
+                  for e in dict.fromkeys(e for v in vs for e in v)]
+        gaps = sorted({x["note"] for r in recs for x in r["rows"] if x["median_us"] is None and x["note"]})
+        parts.append(f"**{_prov(recs)}** (`python -m labkit.benchmarks.reconcile`), median µs per launch\n\n"
+                     + _table(["measured by", *names], times) + "\n\nExpected relations, a/b − 1 per configuration "
+                     "(✓ holds, ✗ does not):\n\n" + _table(["expected", *names], checks) + "\n\n"
+                     + "\n".join(f"- `{rel.expected}`: {rel.reason}" for rel in RELATIONS)
+                     + ("\n\nNo number: " + "; ".join(gaps) + "." if gaps else ""))
+    return ("\n\n".join(parts) or "_no reconcile.json under results/ yet_") + "\n"
+
+
 BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
-          "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json}
+          "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
+          "reconcile": block_reconcile}
 
 
 def render(text: str, root=None) -> str:

@@ -30,8 +30,6 @@ def _missing(root) -> NoRecordedData:
 def load(root: str | Path | None = None, op: str | None = None, gpus=None):
     """All recorded rows as one DataFrame, with two extra columns: `slug` (the folder) and `sweep`
     (the file's stem). `gpus` keeps only those slugs or GPU names. Raises NoRecordedData."""
-    import pandas as pd
-
     from .records import load_rows, to_frame
 
     files = discover(root)
@@ -44,10 +42,7 @@ def load(root: str | Path | None = None, op: str | None = None, gpus=None):
             frames.append(df.assign(slug=f.parent.name, sweep=f.stem))
     if not frames:
         raise _missing(root)
-    df = pd.concat(frames, ignore_index=True)
-    if "gpu" not in df.columns:
-        df["gpu"] = df["slug"]
-    df["gpu"] = df["gpu"].fillna(df["slug"])
+    df = _combine(frames)
     if gpus is not None:
         keep = set(gpus)
         df = df[df["slug"].isin(keep) | df["gpu"].isin(keep)]
@@ -57,6 +52,17 @@ def load(root: str | Path | None = None, op: str | None = None, gpus=None):
         raise NoRecordedData(f"no recorded rows for op={op!r} gpus={gpus!r} under {results_dir(root)}; "
                              f"recorded GPUs: {', '.join(sorted({f.parent.name for f in files}))}")
     return df.reset_index(drop=True)
+
+
+def _combine(frames):
+    """One frame of several files' rows; a row without a GPU name is named by its folder."""
+    import pandas as pd
+
+    df = pd.concat(frames, ignore_index=True)
+    if "gpu" not in df.columns:
+        df["gpu"] = df["slug"]
+    df["gpu"] = df["gpu"].fillna(df["slug"])
+    return df
 
 
 def _span(values, order=None) -> str:
@@ -138,31 +144,68 @@ def headline(df) -> list:
     return out
 
 
-def print_recorded(path=None, summary: bool = False) -> int:
-    """`labkit recorded`: the tables of every results file (or `path`); with `summary`, which GPUs
-    have results, seed 000's lesson on each, and what to run next."""
-    from .records import load_rows
+def next_step() -> str:
+    """The command that opens the labs from here: the path as seen from the working folder, and
+    --allow-root for root (Jupyter refuses to start as root without it, as in a container)."""
+    import os
+
+    labs = Path(__file__).resolve().parent.parent / "labs"
+    try:
+        where = os.path.relpath(labs) if labs.is_dir() else "labs"  # not installed editable: the checkout's
+    except ValueError:  # another drive (Windows)
+        where = str(labs)
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    return f"jupyter lab {where}/" + (" --allow-root" if root else "")
+
+
+def toolkit_note() -> str | None:
+    """One line for a machine without nvcc (None where labkit finds one): what is lost and how to
+    get it, or that pip cannot bring it on this platform."""
+    import platform
+    import sys
+
+    from .toolkit import locate
+
+    if locate("nvcc"):
+        return None
+    lost = "the machine-code (SASS) sections and self-checks of the labs are skipped"
+    if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64"):
+        return f"No nvcc here: {lost}; `pip install -e '.[cuda]'` brings CUDA's compiler from PyPI."
+    return (f"No nvcc here, and pip has none for {platform.system()} {platform.machine()} (CUDA's compiler wheels, "
+            f"which the `lab` extra installs, are for Linux x86_64 and aarch64): labkit shows the recorded results "
+            f"without machine code; {lost}.")
+
+
+def _summary(df) -> list[str]:
+    return [f"  {p['gpu']}: {p['rows']} rows, measured {p['date']}, commit {p['commit']}" for p in provenance(df)]
+
+
+def recorded_text(path=None, summary: bool = False) -> str:
+    """`labkit recorded`: a short summary, then the tables of every results file (or of `path`);
+    with `summary`, which GPUs have results, seed 000's lesson on each, and what to run next."""
+    from .records import load_rows, to_frame
     from .tables import pivot_table, seed_table
 
     if summary:
         df = load(path)
-        print("Recorded results (measured on real GPUs, shipped in results/):")
-        for p in provenance(df):
-            print(f"  {p['gpu']}: {p['rows']} rows, measured {p['date']}, commit {p['commit']}")
-        for line in headline(df):
-            print(f"  {line}")
-        print("Next: every recorded table with `labkit --all` (one file: `labkit recorded results/<gpu>/<sweep>.jsonl`), "
-              "or open the labs: `jupyter lab labs/`.")
-        return 0
+        note = toolkit_note()
+        return "\n".join(["Recorded results (measured on real GPUs, shipped in results/):", *_summary(df),
+                          *(f"  {line}" for line in headline(df)), *([note] if note else []),
+                          "Next: every recorded table with `labkit --all` (one file: `labkit recorded "
+                          f"results/<gpu>/<sweep>.jsonl`), or open the labs: `{next_step()}`."])
     root = Path(path) if path else results_dir()
     files = [root] if root.is_file() else sorted(root.rglob("*.jsonl"))
-    if not files:
-        raise NoRecordedData(f"no recorded results under {root}/ (expected results/<gpu>/<sweep>.jsonl)")
+    tables, frames = [], []
     for f in files:
         rs = [r for r in load_rows(f) if "op" in r]
         if not rs:
             continue
         r0 = rs[0]
-        print(f"== {f}: {r0.get('gpu')}, driver {r0.get('driver')}, {r0.get('date')}, commit {r0.get('commit')}")
-        print(pivot_table(rs) if r0["op"] == "copy" else seed_table(rs))
-    return 0
+        frames.append(to_frame(rs).assign(slug=f.parent.name, sweep=f.stem))
+        tables += [f"== {f}: {r0.get('gpu')}, driver {r0.get('driver')}, {r0.get('date')}, commit {r0.get('commit')}",
+                   pivot_table(rs) if r0["op"] == "copy" else seed_table(rs)]
+    if not tables:
+        raise NoRecordedData(f"no recorded results under {root}/ (expected results/<gpu>/<sweep>.jsonl)")
+    df = _combine(frames)
+    return "\n".join([f"{len(frames)} recorded tables from {root}, {len(df)} rows:", *_summary(df),
+                      "(one table per file below; `labkit` alone prints a short summary)", "", *tables])

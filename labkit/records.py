@@ -30,50 +30,8 @@ STRING_COLUMNS = ("op", "variant", "dtype", "shape", "mode", "status", "stop_rea
 SUFFIXES = (".jsonl", ".json", ".csv")
 
 
-# a timed row keeps its samples, in µs at 4 significant digits (rounding far below any interval's
-# width), so that any two rows can be compared with an interval later (stats.compare)
-SAMPLES = "samples_us"
-
-
 def key(rec: dict) -> tuple:
     return tuple(rec.get(k) for k in KEY)
-
-
-def keep_samples(samples_s) -> list:
-    return [float(f"{x * 1e6:.4g}") for x in samples_s]
-
-
-def row_samples(row) -> list | None:
-    """A row's kept samples (µs), or None for a row without them (untimed, or recorded before rows
-    kept samples). A CSV cell holds them as JSON text."""
-    s = row.get(SAMPLES)
-    if isinstance(s, str):
-        try:
-            s = json.loads(s)
-        except ValueError:
-            return None
-    return list(s) if isinstance(s, (list, tuple)) and len(s) else None
-
-
-def vs_torch_text(r) -> str:
-    """A row's ratio to torch with its interval and verdict ('0.934x torch (0.925-0.943) FASTER'),
-    or marked as having none (rows recorded before rows kept samples); '' without a ratio."""
-    from .stats import Verdict
-
-    x, lo, hi, v = (r.get(k) for k in ("vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict"))
-    if not isinstance(x, (int, float)) or x != x:
-        return ""
-    if isinstance(v, str) and lo == lo and hi == hi:
-        return Verdict(x, lo, hi, v).text("torch")
-    return f"{x:.3f}x torch (no interval)"
-
-
-def compare_rows(a, b):
-    """Row A's time against row B's: a stats.Verdict from their kept samples, None where either has none."""
-    from .stats import compare
-
-    sa, sb = row_samples(a), row_samples(b)
-    return compare(sa, sb) if sa is not None and sb is not None else None
 
 
 class LogBusy(LabkitError):

@@ -30,8 +30,14 @@ def ops() -> dict:
     return _OPS
 
 
-def get_op(name: str) -> Op:
+def get_op(name: str | Op) -> Op:
+    """The op named `name` (an Op is returned as it is); ConfigError for anything else."""
+    if isinstance(name, Op):
+        return name
     all_ops = ops()
+    if not isinstance(name, str):
+        raise ConfigError(f"op must be an op name (a str, e.g. 'add') or an Op, got {type(name).__name__} {name!r}; "
+                          f"ops are {', '.join(all_ops)}")
     if name not in all_ops:
         raise ConfigError(f"unknown op {name!r}; ops are {', '.join(all_ops)}{suggest(name, all_ops)}")
     return all_ops[name]

@@ -16,9 +16,9 @@ from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
-from .records import SAMPLES, compare_rows, keep_samples
 from .stats import median_interval
-from .timing import cupti_free, kernel_time, measure
+from .timing import cupti_free, is_time, kernel_time, measure
+from .verdicts import SAMPLES, compare_rows, keep_samples
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
 HOST_BOUND_REL = 0.03
@@ -194,7 +194,7 @@ class Runner:
             return {**base, "status": "failed", "recheck": "failed",
                     "error": f"right when checked, wrong after {m.summary.n * m.batch} timed launches: {worse[0].message}"}
         out = {**base, "status": "ok", "recheck": "ok", **_timing_fields(m)}
-        if self.kernel_time and cupti_free():
+        if out["status"] == "ok" and self.kernel_time and cupti_free():
             with nvtx_range("kernel time"):
                 k = kernel_time(go, cfg.mode)
             out["kernel_us"], out["kernels"] = (k[0] * 1e6, k[1]) if k else (None, None)
@@ -250,7 +250,11 @@ def _rule_fields(rule) -> dict:
 
 
 def _timing_fields(m) -> dict:
-    s, ci = m.summary, median_interval(m.samples_s)
+    s = m.summary
+    if not is_time(s.median):  # an error row, never a NaN or an infinity in a table
+        return {"status": "error", "error": f"the timer gave {s.median} s as the median of {s.n} samples: "
+                                            "not a measurement", "samples": s.n, "stop_reason": m.stop_reason}
+    ci = median_interval(m.samples_s)
     out = {"time_us": s.median * 1e6, "q1_us": s.q1 * 1e6, "q3_us": s.q3 * 1e6, "min_us": s.min * 1e6,
            "max_us": s.max * 1e6, "ci_lo_us": ci.lo * 1e6, "ci_hi_us": ci.hi * 1e6, SAMPLES: keep_samples(m.samples_s),
            "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,

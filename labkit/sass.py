@@ -7,11 +7,10 @@ from __future__ import annotations
 import functools
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 from .errors import ToolMissingError
-from .toolkit import tool
+from .toolkit import failed, run, tool
 
 _LDST = re.compile(r"\b(LDG|STG)\.E(?P<mods>(?:\.[A-Z0-9_]+)*)")
 _WIDTH = {"128": 128, "64": 64, "U16": 16, "S16": 16, "U8": 8, "S8": 8}
@@ -29,7 +28,7 @@ def compile_cubin(source: Path, arch: str, out: Path) -> Path:
     from .paths import KERNELS_DIR
 
     cmd = [tool("nvcc"), *NVCC_FLAGS, f"-arch=sm_{arch}", "-cubin", "-I", str(KERNELS_DIR), "-o", str(out), str(source)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = run(cmd, "nvcc", what=f"nvcc (compiling {source.name} for sm_{arch})")
     if r.returncode != 0:
         raise parse_compile_error(r.stderr + r.stdout)
     return out
@@ -42,7 +41,7 @@ def demangle(names: list[str]) -> list[str]:
         filt = shutil.which("c++filt")
     if not filt:
         return names
-    r = subprocess.run([filt], input="\n".join(names), capture_output=True, text=True)
+    r = run([filt], "c++filt", input="\n".join(names))
     return r.stdout.splitlines() if r.returncode == 0 else names
 
 
@@ -196,8 +195,7 @@ def functions(cubin: Path) -> dict[str, dict]:
 
 @functools.lru_cache(maxsize=64)
 def _functions(cubin: str, mtime: float) -> dict[str, dict]:
-    dump = subprocess.run([tool("cuobjdump"), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
-    res = subprocess.run([tool("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True, check=True).stdout
+    dump, res = _cuobjdump("-sass", cubin), _cuobjdump("-res-usage", cubin)
     mangled, bodies, cur = [], [], None
     for line in dump.splitlines():
         m = re.search(r"Function : (\S+)", line)
@@ -214,6 +212,13 @@ def _functions(cubin: str, mtime: float) -> dict[str, dict]:
         reg, stack, shared, local = usage.get(mang, (None,) * 4)
         out[name] = {"sass": body, "registers": reg, "stack": stack, "shared": shared, "local": local}
     return out
+
+
+def _cuobjdump(flag: str, cubin: str) -> str:
+    r = run([tool("cuobjdump"), flag, cubin], "cuobjdump")
+    if r.returncode:
+        raise failed(r, "cuobjdump")
+    return r.stdout
 
 
 _CAST = re.compile(r"\((?:unsigned |signed )?(int|long|long long|short|char|bool)\)(-?\d+)[uUlL]*")

@@ -61,7 +61,7 @@ def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict
     `a` and `b` are variant names of `op` (with `dtype` when a name exists for several dtypes)."""
     from .registry import get_op
 
-    o = get_op(op) if isinstance(op, str) else op
+    o = get_op(op)
     side, ins = {}, {}
     for key, name in (("a", a), ("b", b)):
         v = o.variant(name, dtype)

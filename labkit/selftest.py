@@ -1,7 +1,7 @@
 """The A/A self-test (`labkit.aa`, `labkit aa OP VARIANT SHAPE`): one configuration measured as
 `pairs` pairs of rows, one row after the other, through the one run loop (labkit.session, worker
 processes by default) with the same stop rule as any bench, and each pair compared as any two rows
-are (labkit.records.compare_rows). Both rows of a pair are the same kernel, so every verdict other
+are (labkit.verdicts.compare_rows). Both rows of a pair are the same kernel, so every verdict other
 than SAME is a false one: their share is this GPU's false-verdict rate for that configuration."""
 from __future__ import annotations
 
@@ -50,8 +50,9 @@ def aa(op, variant, shape=None, dtype=None, mode: str = "cold", pairs: int = PAI
     settings and stop rule are labkit.bench's (`rule`, a StopRule or dict, and keyword overrides
     such as budget_s=0.5)."""
     from .config import make_rule, resolve
-    from .records import ResultLog, compare_rows
+    from .records import ResultLog
     from .session import run
+    from .verdicts import compare_rows
 
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
         raise ConfigError(f"pairs (A/A pairs to measure) must be an int >= 1, got {pairs!r}")

@@ -112,6 +112,9 @@ def run(configs: list, log=None, ex=None, title: str | None = None, progress: bo
                 bar.set_postfix_str(f"{rec['variant']} {rec['shape']} {rec['mode']}"[:40])
                 bar.update(1)
     except KeyboardInterrupt:
+        for rec in getattr(ex, "take_rows", list)():  # rows that arrived with the interrupt (Dask)
+            log.append(rec)
+            rows.append(rec)
         print(f"labkit: interrupted; {len(rows)} rows measured"
               + (f" and kept in {log.path}" if log.path and rows else "") , file=sys.stderr)
         raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import numbers
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -46,6 +47,13 @@ class Variant:
     @property
     def is_inline(self) -> bool:
         return self.source is not None
+
+
+def check_width(width, what: str = "width") -> int:
+    """A vector width (elements per access) as an int >= 1, else ConfigError naming `what`."""
+    if isinstance(width, bool) or not isinstance(width, numbers.Integral) or width < 1:
+        raise ConfigError(f"{what} (elements per vector access) must be an int >= 1, got {width!r}")
+    return int(width)
 
 
 def suggest(name: str, choices) -> str:

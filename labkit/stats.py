@@ -62,7 +62,9 @@ class Summary:
 
 
 def summarize(samples) -> Summary:
-    x = check_samples(samples)
+    x = np.asarray(samples, dtype=np.float64)
+    if x.size == 0:
+        raise ValueError("no samples to summarize")
     q1, med, q3 = np.percentile(x, [25, 50, 75])
     noise = float((q3 - q1) / 1.349 / med) if med > 0 else float("inf")
     return Summary(float(med), float(q1), float(q3), float(x.min()), float(x.max()), float(x.mean()),

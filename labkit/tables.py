@@ -5,7 +5,8 @@ CUPTI (`kernel`), the one Nsight reports; `HOST-BOUND` marks a row whose event t
 kernel time by more than the device's event overhead (labkit.runner.host_bound)."""
 from __future__ import annotations
 
-from .records import vs_torch_text
+from .timing import is_time
+from .verdicts import vs_torch_text
 
 RULE = "-" * 100
 
@@ -22,6 +23,8 @@ def row_line(r: dict) -> str:
         return f"{name:>22}  {str(r.get('status')).upper()}: {r.get('error', '')}"
     if "time_us" not in r or r.get("time_us") is None:
         return f"{name:>22}  ok (checked, not timed)"
+    if not is_time(r["time_us"]):
+        return f"{name:>22}  NOT A TIME: time_us {r['time_us']} is not a finite duration > 0; no measurement shown"
     k = r.get("kernel_us")
     kern = f" (kernel {_fmt(k, '.2f')})" if k is not None and k == k else ""
     if r.get("tflops") is not None and r.get("pct_fma") is not None and r.get("intensity", 0) > 20:
@@ -65,6 +68,8 @@ def pivot(rows, index="shape", columns="variant", value="gbps"):
 
     df = to_frame(rows)
     df = df[df["status"] == "ok"]
+    if "time_us" in df:  # every value pivoted is a time or derived from one
+        df = df[df["time_us"].map(is_time)]
     if value not in df.columns:
         import pandas as pd
 

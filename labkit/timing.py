@@ -52,6 +52,12 @@ class Measurement:
     energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
 
 
+def is_time(x) -> bool:
+    """A duration that may be shown as one: a finite number > 0 (a broken timer's or a damaged file's
+    NaN, inf or 0 is not a measurement)."""
+    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and bool(np.isfinite(x)) and x > 0
+
+
 def check_mode(mode: str) -> str:
     if mode not in MODES:
         from .spec import suggest

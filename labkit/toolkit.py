@@ -11,24 +11,39 @@ So a machine with only Python compiles kernels and reads their SASS after `pip i
 runtime headers and CCCL's (cuda_fp16.h includes <nv/target>), nvidia-cuda-cuobjdump and -nvdisasm the
 disassemblers, all under site-packages/nvidia/cu13. The wheels' nvcc finds its headers by itself (its
 nvcc.profile adds -I include and -isystem include/cccl), so labkit passes no extra flags. No wheel
-carries cu++filt (nvidia-cuda-cuxxfilt holds only a header); sass.demangle falls back to binutils' c++filt."""
+carries cu++filt (nvidia-cuda-cuxxfilt holds only a header); sass.demangle falls back to binutils' c++filt.
+
+Every external program labkit starts (these, ninja's nvcc, nsys, ncu, git, nvidia-smi) runs through
+`run`: in a process group of its own, bounded by a timeout per tool (TIMEOUT_S, or
+$LABKIT_TOOL_TIMEOUT_S for all of them), ended with everything it started past the timeout or on
+Ctrl-C, so a hung compiler or profiler never hangs the session."""
 from __future__ import annotations
 
 import functools
 import hashlib
 import importlib.util
+import math
 import os
 import re
+import shlex
+import signal
 import subprocess
 from pathlib import Path
 
-from .errors import ToolMissingError
+from .errors import ConfigError, LabkitError, ToolMissingError, ToolTimeoutError
 
 DEFAULT_HOME = "/usr/local/cuda"
 # What to pip-install for a program. nvcc alone cannot compile labkit's kernels: cuda_fp16.h includes
 # <nv/target>, which only nvidia-cuda-cccl carries.
 PIP = {"nvcc": "nvidia-cuda-nvcc nvidia-cuda-cccl", "cuobjdump": "nvidia-cuda-cuobjdump",
        "nvdisasm": "nvidia-cuda-nvdisasm"}
+TIMEOUT_ENV = "LABKIT_TOOL_TIMEOUT_S"
+# Seconds one run may take before it is stopped: far above the slowest runs on a loaded 2-core box
+# (softmax.cu's cubin 7 s, cuobjdump -sass of it 2 s, c++filt of its names 0.02 s); nsys and ncu keep
+# the 600 s they had; git and nvidia-smi answer at once or hang.
+TIMEOUT_S = {"nvcc": 600, "cuobjdump": 120, "c++filt": 60, "nsys": 600, "ncu": 600, "git": 5, "nvidia-smi": 10}
+TERM_GRACE_S = 2  # after SIGTERM, how long the group may take to end before SIGKILL
+KILL_GRACE_S = 5  # after SIGKILL, how long to wait for the pipes to close
 
 
 def wheel_dirs() -> list[Path]:
@@ -105,8 +120,8 @@ def _home_of(nvcc: str) -> Path:
 @functools.lru_cache(maxsize=8)
 def _dryrun_home(nvcc: str) -> Path | None:
     try:
-        r = subprocess.run([nvcc, "-dryrun", "-E", "-x", "cu", os.devnull], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        r = run([nvcc, "-dryrun", "-E", "-x", "cu", os.devnull], "nvcc")
+    except ToolMissingError:
         return None
     m = re.search(r"^#\$ _HERE_=(.+)$", r.stdout + r.stderr, re.M)
     if not m:
@@ -140,3 +155,86 @@ def _linkable_home(home: Path) -> Path:
         tmp.symlink_to(target)
         tmp.replace(link)
     return shadow
+
+
+# ---- running a program -----------------------------------------------------------------------------
+def check_timeout(value, what: str = "timeout") -> float:
+    """`value` as seconds: a finite number > 0, else ConfigError naming `what`."""
+    try:
+        t = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise ConfigError(f"{what} must be a finite number of seconds > 0, got {value!r}")
+    return t
+
+
+def timeout_s(tool: str, given=None) -> float:
+    """Seconds a run of `tool` may take: `given` (checked), else $LABKIT_TOOL_TIMEOUT_S, else TIMEOUT_S."""
+    if given is not None:
+        return check_timeout(given)
+    env = os.environ.get(TIMEOUT_ENV)
+    return check_timeout(env, f"${TIMEOUT_ENV}") if env else TIMEOUT_S[tool]
+
+
+def run(argv, tool: str, timeout=None, input: str | None = None, cwd=None, env=None, what: str | None = None,
+        hint: str = "") -> subprocess.CompletedProcess:
+    """Run `argv` (stdout and stderr captured as text) for at most timeout_s(tool, timeout) seconds, in a
+    process group of its own. Past the timeout, or on Ctrl-C, the program and what it started (ninja's
+    nvcc, nvcc's cicc and ptxas) are ended (_kill); the timeout raises ToolTimeoutError naming `what`
+    (default: the tool), the command's first words and the timeout, then `hint`."""
+    argv = [str(a) for a in argv]
+    limit = timeout_s(tool, timeout)
+    what = what or tool
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True, cwd=cwd, env=env)
+    except OSError as e:
+        raise ToolMissingError(f"{what}: cannot run {argv[0]} ({e}). The command was:\n  {shlex.join(argv)}") from e
+    try:
+        out, err = proc.communicate(input, timeout=limit)
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        words = shlex.join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        raise ToolTimeoutError(f"{what} did not finish in {limit:g} s and was stopped (`{words}`; its process group "
+                               f"was killed). {hint or f'If it needs longer, set ${TIMEOUT_ENV} (seconds).'}",
+                               tool, argv, limit) from None
+    except BaseException:  # KeyboardInterrupt in a notebook: never leave the program behind
+        _kill(proc)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill(proc) -> None:
+    """End `proc`'s process group: SIGTERM first (ninja passes it on to the commands it started, each
+    in a process group of its own), then SIGKILL to whatever of the group is left."""
+    _signal(proc.pid, signal.SIGTERM)
+    try:
+        proc.communicate(timeout=TERM_GRACE_S)
+        ended = True
+    except subprocess.TimeoutExpired:
+        ended = False
+    _signal(proc.pid, signal.SIGKILL)
+    if ended:
+        return
+    try:
+        proc.communicate(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:  # a grandchild that left the group still holds the pipes
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f:
+                f.close()
+        proc.wait()
+
+
+def _signal(group: int, sig) -> None:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def failed(r: subprocess.CompletedProcess, what: str) -> LabkitError:
+    """The error for a run that exited non-zero: `what`, the exit status and the end of its output."""
+    tail = "\n".join((r.stderr + r.stdout).strip().splitlines()[-15:])
+    return LabkitError(f"{what} failed (exit {r.returncode}): {shlex.join(r.args)}\n{tail}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from .errors import LabkitError
-from .records import SAMPLES, vs_torch_text
+from .verdicts import SAMPLES, vs_torch_text
 
 # compute capability of a recorded GPU, by a fragment of its name (for the SASS when no GPU is here)
 ARCH_OF = (("H200", "90"), ("H100", "90"), ("GH200", "90"), ("A100", "80"), ("A10", "86"), ("L40", "89"),
@@ -77,7 +77,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
 
     check_mode(mode)
     rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
-    o = get_op(op) if isinstance(op, str) else op
+    o = get_op(op)
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
     ax = o.check_axes(v, axes) if axes else ()
@@ -152,7 +152,7 @@ def _recorded(o, v, variant_s, shape, gpu, notes):
     sel = sel.sort_values("date", ascending=False)
     slug = sel["slug"].iloc[0]
     if sel["slug"].nunique() > 1:
-        notes.append(f"recorded on {', '.join(sorted(set(sel['slug'])))}: showing {slug} (pick with gpu=...)")
+        notes.append(f"recorded on {', '.join(sorted(set(sel['slug'])))}: showing {slug} (pick with gpu=... / --gpu)")
     sel = sel[sel["slug"] == slug]
     if shape is None:
         shape_s = sel.loc[sel["bytes"].idxmax(), "shape"]

@@ -12,9 +12,7 @@ and the kernel, and nothing else is lost.
 With several GPUs, groups of configurations (a torch baseline and the variants compared with it)
 go to whichever worker is free; every row says which GPU measured it (`gpu`, `gpu_index`).
 
-Trade-off: a worker costs a process start (~2-5 s: import torch, create a CUDA context) once per
-pool, and ~1 ms of IPC per configuration; the default pool is kept for the session. `labkit.call`
-stays in the caller's process: it returns tensors of the caller's context.
+Trade-off: a process start per pool (~2-5 s), ~1 ms of IPC per configuration (README: Workers).
 """
 from __future__ import annotations
 
@@ -22,8 +20,8 @@ import atexit
 import os
 import queue
 import threading
-import traceback
 
+from .device import resolve_gpus
 from .errors import LabkitError
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
@@ -35,102 +33,50 @@ class WorkerError(LabkitError):
     """A worker could not start, or reported an error that is not a measurement outcome."""
 
 
-def _child(conn, gpu, runner_spec, env):
-    """The worker's main: pin the GPU (by UUID: CUDA's own numbering may differ from the host's),
-    then serve ('run', title, cfg) until ('stop',)."""
-    import signal
-
-    # Ctrl-C (or a notebook's interrupt, or nbclient's shutdown) is the parent's to handle: it stops
-    # the run between configurations; a worker never dies mid-measurement of it
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu["uuid"]
-        os.environ["LABKIT_GPU_INDEX"] = str(gpu["index"])
-    os.environ.update(env)
-    try:
-        factory = _resolve(runner_spec[0])
-        runner = factory(**runner_spec[1])
-        from .session import Scope
-
-        scope = Scope()
-        runner.phase = lambda name: conn.send(("phase", name))
-        conn.send(("ready", _identity(runner)))
-    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
-        conn.send(("failed", f"{type(e).__name__}: {e}", traceback.format_exc()))
-        return
-    from .errors import ConfigError
-
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg[0] == "stop":
-            scope.close()
-            return
-        if msg[0] == "prebuild":  # a group's libraries, built side by side before its runs
-            try:
-                conn.send(("built", runner.prebuild(msg[1])))
-            except BaseException as e:  # noqa: BLE001 - the runs that follow report their own errors
-                conn.send(("built", f"{type(e).__name__}: {e}"))
-            continue
-        _, title, cfg = msg
-        try:
-            scope.enter(title, cfg.op)
-            conn.send(("row", runner.run(cfg)))
-        except ConfigError as e:
-            conn.send(("config_error", str(e)))
-        except BaseException as e:  # noqa: BLE001
-            rec = getattr(e, "record", None)
-            if rec is not None:  # ContextLost: report the row, then go (the parent starts a new worker)
-                conn.send(("lost", rec))
-                conn.close()
-                os._exit(3)
-            conn.send(("crash", f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
-                       traceback.format_exc()))
-
-
-def _identity(runner) -> dict:
-    ident = getattr(runner, "identity", None)
-    if ident:
-        return ident()
-    from .device import properties
-
-    p = properties()
-    return {"gpu": p["gpu"], "gpu_index": p["index"], "uuid": p["uuid"], "pid": os.getpid()}
-
-
-def _resolve(spec: str):
-    import importlib
-
-    mod, _, name = spec.partition(":")
-    return getattr(importlib.import_module(mod), name)
-
-
 class Worker:
-    """One worker process and its pipe."""
+    """One worker process, its socket and its lifeline."""
 
     def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
-        import multiprocessing as mp
+        import socket
+        import subprocess
+        import sys
+        from multiprocessing.connection import Connection
 
-        ctx = mp.get_context("spawn")
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(child, gpu, runner_spec, self.env), daemon=True,
-                                name=f"labkit-worker-gpu{gpu['index'] if gpu else ''}")
-        self.proc.start()
-        child.close()
-        msg = self._recv(start_timeout_s, "start")
+        env = dict(os.environ, **self.env)
+        if gpu is not None:
+            env.update(CUDA_VISIBLE_DEVICES=gpu["uuid"], LABKIT_GPU_INDEX=str(gpu["index"]))
+        # the child imports labkit before it reads the parent's sys.path: from where this one came
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (here, env.get("PYTHONPATH"))))
+        parent, child = socket.socketpair()
+        life_r, self._life_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from labkit.worker_child import main; "
+                 "main(int(sys.argv[1]), int(sys.argv[2]))", str(child.fileno()), str(life_r)],
+                pass_fds=(child.fileno(), life_r), env=env, stdin=subprocess.DEVNULL)
+        finally:
+            child.close()
+            os.close(life_r)
+        self.conn = Connection(parent.detach())
+        self._lock = threading.Lock()  # one request and its answer at a time, whichever thread asks
+        self.owed = False
+        try:
+            self.conn.send((list(sys.path), gpu, runner_spec, self.env))
+            msg = self._recv(start_timeout_s)
+        except BaseException:  # Ctrl-C while it starts: no half-started worker is left behind
+            self.kill()
+            raise
         if msg is None or msg[0] != "ready":
             detail = msg[2] if msg and len(msg) > 2 else ""
             self.kill()
             raise WorkerError(f"the worker for GPU {gpu['index'] if gpu else 0} did not start: "
                               f"{msg[1] if msg else 'no answer in %d s' % start_timeout_s}\n{detail}".strip())
         self.identity = msg[1]
-        self.owed = False
 
-    def _recv(self, timeout, what):
+    def _recv(self, timeout):
         if self.conn.poll(timeout):
             try:
                 return self.conn.recv()
@@ -139,47 +85,55 @@ class Worker:
         return None
 
     def alive(self) -> bool:
-        return self.proc.is_alive()
+        return self.proc.poll() is None
 
     def prebuild(self, configs) -> tuple:
         """('built', n) once the worker has built a group's libraries (or the failure of a run)."""
-        return self._ask(("prebuild", list(configs)), PHASE_TIMEOUT_S)
+        return self._ask(("prebuild", list(configs)), "compile", PHASE_TIMEOUT_S)
 
     def run(self, title, cfg, phase_timeout_s=PHASE_TIMEOUT_S) -> tuple:
         """('row', rec) or ('lost', rec) or ('dead'|'timeout', message) or ('config_error', msg)."""
-        return self._ask(("run", title, cfg), phase_timeout_s)
+        return self._ask(("run", title, cfg), "request", phase_timeout_s)
 
-    def _ask(self, request, phase_timeout_s) -> tuple:
-        try:
-            self.conn.send(request)
-        except (BrokenPipeError, OSError):
-            return ("dead", f"the worker had exited (code {self.proc.exitcode})")
-        try:
-            return self._answer(phase_timeout_s)
-        except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
-            self.owed = True
-            raise
+    def _ask(self, request, phase, phase_timeout_s) -> tuple:
+        with self._lock:
+            if self.owed:
+                self._answer("owed", PHASE_TIMEOUT_S)
+                self.owed = False
+            try:
+                self.conn.send(request)
+            except (BrokenPipeError, OSError):
+                return ("dead", f"the worker had exited (code {self.proc.poll()})")
+            try:
+                return self._answer(phase, phase_timeout_s)
+            except KeyboardInterrupt:  # the worker ignores SIGINT and finishes: its answer is still owed
+                self.owed = True
+                raise
 
     def settle(self) -> None:
         """After an interrupted wait: read (and drop) the answer the worker still owes, so the next
         request gets its own answer, not the last one's."""
-        self._answer(PHASE_TIMEOUT_S)
-        self.owed = False
+        with self._lock:
+            if self.owed:
+                self._answer("owed", PHASE_TIMEOUT_S)
+                self.owed = False
 
-    def _answer(self, phase_timeout_s) -> tuple:
-        phase = "compile"
+    def _answer(self, phase, phase_timeout_s) -> tuple:
+        """The worker's answer, following its phase messages; a phase with no progress past its
+        limit (compile: COMPILE_TIMEOUT_S, the others: phase_timeout_s) kills the worker."""
         while True:
             limit = COMPILE_TIMEOUT_S if phase == "compile" else phase_timeout_s
-            got = self.conn.poll(limit)
-            if not got:
+            if not self.conn.poll(limit):
                 self.kill()
                 return ("timeout", f"no progress for {limit:.0f} s in phase '{phase}' (a hung kernel?); "
                                    "the worker was killed and replaced")
             try:
                 msg = self.conn.recv()
             except (EOFError, OSError):
-                self.proc.join(5)
-                code = self.proc.exitcode
+                try:
+                    code = self.proc.wait(5)
+                except Exception:  # noqa: BLE001 - still running: reported as unknown
+                    code = None
                 how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
                 return ("dead", f"the worker process died ({how}) in phase '{phase}'")
             if msg[0] == "phase":
@@ -188,19 +142,29 @@ class Worker:
             return msg
 
     def stop(self) -> None:
-        try:
-            self.conn.send(("stop",))
-            self.proc.join(10)
-        except (BrokenPipeError, OSError):
-            pass
-        if self.proc.is_alive():
-            self.kill()
+        """Ask the worker to end; one still busy for a thread of an interrupted run is killed."""
+        if self._lock.acquire(timeout=1):
+            try:
+                self.conn.send(("stop",))
+                self.proc.wait(10)
+            except Exception:  # noqa: BLE001 - a broken pipe or a worker that does not stop: killed below
+                pass
+            finally:
+                self._lock.release()
+        self.kill()
 
     def kill(self) -> None:
-        if self.proc.is_alive():
+        if self.proc.poll() is None:
             self.proc.kill()
-        self.proc.join(10)
-        self.conn.close()
+        try:
+            self.proc.wait(10)
+        except Exception:  # noqa: BLE001 - unkillable (D state): its lifeline is closed below anyway
+            pass
+        for close in (self.conn.close, lambda: os.close(self._life_w)):
+            try:
+                close()
+            except OSError:
+                pass
 
 
 def failure_row(cfg, kind: str, message: str, identity: dict) -> dict:
@@ -228,9 +192,27 @@ class WorkerPool:
         self.phase_timeout_s = phase_timeout_s
         self.workers: dict = {}
         self.restarts = 0
-        self._lock = threading.Lock()
+        self._locks = {g: threading.Lock() for g in self.indices}  # one worker start per GPU at a time
+
+    def start(self) -> list:
+        """Start every GPU's worker now, side by side, in the background (a run would start them one by
+        one when it first needs them); returns the threads."""
+        threads = [threading.Thread(target=self._start_quietly, args=(g,), daemon=True) for g in self.indices]
+        for t in threads:
+            t.start()
+        return threads
+
+    def _start_quietly(self, gpu) -> None:
+        try:
+            self._worker(gpu)
+        except Exception:  # noqa: BLE001 - the run that needs this worker starts it again and reports why
+            pass
 
     def _worker(self, gpu) -> Worker:
+        with self._locks[gpu]:
+            return self._worker_locked(gpu)
+
+    def _worker_locked(self, gpu) -> Worker:
         w = self.workers.get(gpu)
         if w is not None and w.owed:
             w.settle()  # a hung worker is killed here, and replaced below
@@ -259,21 +241,27 @@ class WorkerPool:
 
             raise ConfigError(msg[1])
         if kind == "lost":
-            w.proc.join(10)
+            w.proc.wait(10)
             rec = dict(msg[1], worker="replaced: CUDA context lost")
             return rec
         if kind == "crash":
             raise WorkerError(f"{cfg.describe()}: {msg[1]}\n{msg[2]}")
         return failure_row(cfg, kind, f"{cfg.describe()}: {msg[1]}", w.identity)
 
-    def run_group(self, title, configs, gpu=None):
+    def run_group(self, title, configs, gpu=None, stop=None):
+        """Yield the record of each configuration of one group on one GPU; with `stop` (an Event),
+        end before the next configuration once it is set."""
         gpu = self.indices[0] if gpu is None else gpu
         self._worker(gpu).prebuild(configs)  # a worker lost here is replaced by the first run's _worker
         for cfg in configs:
+            if stop is not None and stop.is_set():
+                return
             yield self._one(gpu, title, cfg)
 
     def run_all(self, title, groups):
-        """Yield records as they arrive; each worker takes the next group when it is free."""
+        """Yield records as they arrive; each worker takes the next group when it is free. On Ctrl-C
+        (or the caller closing this generator) every serving thread ends after the configuration it
+        is running: the next run's requests wait for that answer (Worker's lock) and never read it."""
         if len(self.indices) == 1:
             for g in groups:
                 yield from self.run_group(title, g)
@@ -290,7 +278,7 @@ class WorkerPool:
                         g = todo.get_nowait()
                     except queue.Empty:
                         return
-                    for rec in self.run_group(title, g, gpu):
+                    for rec in self.run_group(title, g, gpu, stop):
                         out.put(("row", rec))
             except BaseException as e:  # noqa: BLE001 - handed to the consumer
                 out.put(("error", e))
@@ -312,51 +300,11 @@ class WorkerPool:
                     running -= 1
         finally:
             stop.set()
-            for t in threads:
-                t.join(1)
 
     def close(self) -> None:
         for w in self.workers.values():
             w.stop()
         self.workers.clear()
-
-
-def parse_gpus(gpus) -> list | None:
-    """'all' / None -> None (every visible GPU); '0,1', 1 or [0, 1] -> [0, 1]; ConfigError otherwise."""
-    from .errors import ConfigError
-
-    if gpus is None or gpus == "all":
-        return None
-    if isinstance(gpus, int):
-        gpus = [gpus]
-    if isinstance(gpus, str):
-        try:
-            gpus = [int(x) for x in gpus.split(",") if x.strip()]
-        except ValueError:
-            raise ConfigError(f"--gpus takes 'all' or GPU indices like 0,1, got {gpus!r}") from None
-    out = list(dict.fromkeys(int(g) for g in gpus))
-    if not out or any(g < 0 for g in out):
-        raise ConfigError(f"--gpus takes 'all' or GPU indices >= 0, got {gpus!r}")
-    return out
-
-
-def resolve_gpus(gpus) -> list:
-    """The visible GPUs ({'index', 'uuid', 'name'}) that `gpus` names; a clear error for others."""
-    from .device import NO_GPU, visible_gpus
-    from .errors import ConfigError, NoGPUError
-
-    want = parse_gpus(gpus)
-    found = visible_gpus()
-    if not found:
-        raise NoGPUError(NO_GPU)
-    if want is None:
-        return found
-    have = {g["index"]: g for g in found}
-    missing = [i for i in want if i not in have]
-    if missing:
-        raise ConfigError(f"--gpus {','.join(map(str, want))}: no visible GPU {', '.join(map(str, missing))}; "
-                          f"visible GPUs are {', '.join(str(i) for i in have)}")
-    return [have[i] for i in want]
 
 
 _pools: dict = {}

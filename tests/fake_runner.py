@@ -33,7 +33,7 @@ class FakeRunner:
                "prebuilt": ",".join(sorted(self.built))}
         if name == "slow":
             time.sleep(0.05)
-        elif name == "slower":
+        elif name.startswith("slower"):  # slower, slower2, ...: several slow configurations in a group
             time.sleep(0.6)
         elif name == "hang":
             time.sleep(3600)

@@ -163,8 +163,10 @@ API = [
     ("inline-op", lambda: labkit.inline("ad", "mine", SRC, "k", "f32"), ConfigError, r"unknown op 'ad'.*did you mean 'add'"),
     ("inline-no-template", lambda: labkit.inline("relu", "mine", SRC, "k", "f32"), ConfigError,
      "op 'relu' has no inline launcher template; inline kernels work for"),
-    ("inline-block", lambda: labkit.inline("add", "mine", SRC, "k", "f32", block=2048), ConfigError, r"block in \[1, 1024\]"),
-    ("inline-width", lambda: labkit.inline("add", "mine", SRC, "k", "f32", width=0), ConfigError, "width must be >= 1"),
+    ("inline-block", lambda: labkit.inline("add", "mine", SRC, "k", "f32", block=2048), ConfigError,
+     r"block \(threads per block\) must be an int in \[1, 1024\]"),
+    ("inline-width", lambda: labkit.inline("add", "mine", SRC, "k", "f32", width=0), ConfigError,
+     r"width \(elements per vector access\) must be an int >= 1"),
     ("inline-kernel", lambda: labkit.inline("add", "mine", SRC, "kk", "f32"), ConfigError,
      r"the source defines no `__global__ void kk\(...\)`"),
     ("inline-dtype", lambda: labkit.inline("add", "mine", SRC, "k", "f61"), ConfigError, r"no 'f61' variants.*did you mean"),
@@ -471,7 +473,7 @@ def test_nsight_without_its_tools_names_the_command(tmp_path, monkeypatch):
     with pytest.raises(ToolMissingError, match=r"(?s)nsys \(Nsight Systems\) not found.*Nsight Systems and a GPU, run:\n"
                                                 r"  nsys profile .*labkit.cli bench add"):
         nsight.profile("add", ["f32"], ["64x64"])
-    with pytest.raises(ToolMissingError, match=r"(?s)ncu \(Nsight Compute\) not found.*Nsight Compute and a GPU, run:\n  ncu "):
+    with pytest.raises(ToolMissingError, match=r"(?s)ncu \(Nsight Compute\) not found.*Nsight Compute and a GPU, run:\n  LABKIT_BLOCKING=0 ncu "):
         nsight.ncu_metrics("add", "f32x4", "64x64")
     with pytest.raises(ConfigError, match="unknown op 'ad'"):  # names are checked before looking for the tool
         nsight.profile("ad", ["f32"])

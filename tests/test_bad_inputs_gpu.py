@@ -137,3 +137,32 @@ def test_inputs_on_two_gpus_or_off_the_current_one_are_refused():
         labkit.call("add", "f32", b, b)
     with torch.cuda.device(1):
         assert labkit.call("add", "f32", b, b, sync=True).sum().item() == 16
+
+
+def test_out_is_written_and_checked_like_torch_out():
+    """labkit.call(..., out=c) writes into c (first call and the prepared repeat, which only swaps
+    pointers); an out of the wrong shape, dtype, layout or count is refused before any launch."""
+    a, b = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
+    for c in (torch.empty_like(a), torch.empty_like(a)):  # the second takes the prepared path
+        r = labkit.call("add", "f32x4", a, b, out=c, sync=True)
+        assert r is c and torch.equal(c, a + b)
+    c2 = torch.full_like(a, float("nan"))
+    assert labkit.call("add", "f32x4", a * 2, b, out=(c2,), sync=True) is c2 and torch.equal(c2, a * 2 + b)
+    for bad, match in [(torch.empty(256, 255, device="cuda"), r"out\[0\] must be a contiguous \(256, 256\)"),
+                       (torch.empty(256, 256, device="cuda", dtype=torch.float16), "torch.float16"),
+                       (torch.empty(256, 256, device="cuda").t(), "non-contiguous"),
+                       ((torch.empty_like(a), torch.empty_like(a)), r"out= takes 1 tensor\(s\), got 2")]:
+        with pytest.raises(ConfigError, match=match):
+            labkit.call("add", "f32x4", a, b, out=bad)
+    assert context_ok()
+
+
+def test_a_shape_beyond_the_gpu_memory_is_skipped_with_the_numbers():
+    """480 GB of tensors on an 80-141 GB GPU: refused before any allocation or launch, with the
+    numbers; the worker and the session stay usable (it was 'replaced: CUDA context lost')."""
+    df = labkit.bench("add", ["f32x4", "torch"], shapes=["200000x200000"], progress=False)
+    assert set(df["status"]) == {"skipped"}, df[["variant", "status", "error"]].to_string()
+    assert df["error"].str.contains(r"needs about \d+(\.\d)? GiB of GPU memory; [\d.]+ GiB of [\d.]+ GiB are free").all()
+    assert not df.get("worker", df["status"]).astype(str).str.contains("replaced").any()
+    ok = labkit.bench("add", ["f32x4"], shapes=["1024x1024"], progress=False, budget_s=0.05)
+    assert set(ok["status"]) == {"ok"}

@@ -3,9 +3,11 @@
 Opens lab 01 in recorded mode on the repo's own results/ (no GPU: CUDA_VISIBLE_DEVICES=""), runs
 all cells, and drives the explorer: the vector-width slider and the dtype change the plot; 'hot',
 then an op recorded only cold, still shows data; a shape typed into the custom box is shown. It
-saves the README's screenshot of the panel to labs/explorer.png (every recorded GPU side by side:
-one column per results/<gpu>/ folder). Run: pytest tests/test_browser.py (failures leave a
-screenshot and the server log in the tmp dir printed).
+takes a screenshot of the panel (every recorded GPU side by side: one column per results/<gpu>/
+folder) into its tmp dir; README's picture, labs/explorer.png, is replaced only on request:
+LABKIT_REFRESH_SCREENSHOT=1 pytest tests/test_browser.py (a test run leaves the tracked tree as it
+was). Run: pytest tests/test_browser.py (failures leave a screenshot and the server log in the tmp
+dir printed).
 """
 import contextlib
 import json
@@ -23,7 +25,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(os.environ.get("LABKIT_BROWSER_RESULTS", ROOT / "results"))
-SCREENSHOT = ROOT / "labs" / "explorer.png"
+README_PICTURE = ROOT / "labs" / "explorer.png"
+REFRESH = os.environ.get("LABKIT_REFRESH_SCREENSHOT") == "1"  # the only way a test writes README's picture
 CHROMIUM = os.environ.get("LABKIT_CHROMIUM", "/usr/bin/chromium")
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
@@ -201,7 +204,7 @@ def test_lab01_explorer_controls_update_the_plot(page, lab_server):
 
 
 @pytest.mark.timeout(240)
-def test_lab01_recorded_hot_op_switch_custom_shapes_and_readme_screenshot(page, lab_server):
+def test_lab01_recorded_hot_op_switch_custom_shapes_and_readme_screenshot(page, lab_server, tmp_path):
     from labkit import recorded
 
     pg = page
@@ -212,7 +215,11 @@ def test_lab01_recorded_hot_op_switch_custom_shapes_and_readme_screenshot(page, 
         panel = pg.locator(".jp-OutputArea-output:has(.js-plotly-plot)").first
         panel.scroll_into_view_if_needed()
         pg.wait_for_timeout(500)  # plotly's transitions settle
-        panel.screenshot(path=str(SCREENSHOT))
+        shot = tmp_path / "explorer.png"
+        panel.screenshot(path=str(shot))
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        if REFRESH:
+            shutil.copyfile(shot, README_PICTURE)
 
         # 'hot', then copy (recorded cold only): the panel falls back to cold and says so
         pg.locator(".widget-toggle-buttons:has(label:text-is('cache')) button:text-is('hot')").first.click()

@@ -78,6 +78,8 @@ def _real_so(path):
 class FakeExtension:
     """torch.utils.cpp_extension's load(), writing a real (or a broken) shared library."""
 
+    _run_ninja_build = None  # build swaps it for its bounded ninja step during load()
+
     def __init__(self, broken=0):
         self.loads, self.broken = 0, broken
 
@@ -186,3 +188,20 @@ def test_runner_prebuilds_a_groups_libraries_side_by_side(monkeypatch):
     assert sorted(seen) == sorted(want) and len(threads) > 1
     assert built == len(want) - sum(dict(a).get("block") == 1024 for _, a in want)
     assert Runner().prebuild(plan("add", ["f32"], "f32", [(64, 64)])) == 0  # one library: nothing to gain
+
+
+def test_generated_sources_written_by_threads_side_by_side(tmp_path, monkeypatch):
+    """prebuild's threads generate a family's source at once: each writes through its own temporary
+    file (a pid-named one was shared by threads, and one rename failed: FileNotFoundError)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from labkit.build import generated
+    from labkit.registry import family_exports
+
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    exports = family_exports("add.cu")
+    for round_ in range(20):
+        with ThreadPoolExecutor(8) as pool:
+            paths = list(pool.map(lambda _: generated("add.cu", exports, tag=f"-r{round_}"), range(8)))
+        assert len(set(paths)) == 1 and paths[0].read_text().startswith('#include "add.cu"')
+    assert not list((tmp_path / "gen").glob("*.tmp"))

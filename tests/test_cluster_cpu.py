@@ -44,8 +44,8 @@ def test_dask_rows_equal_a_local_run(cluster):
     assert len(dask_rows) == len(cfgs) and _strip(dask_rows) == _strip(local_rows)
 
 
-def _by_variant(cluster, names) -> dict:
-    ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
+def _by_variant(cluster, names, **kw) -> dict:
+    ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER, **kw)
     try:
         return {r["variant"]: r for r in run(configs(names), ResultLog(), ex, progress=False)}
     finally:
@@ -69,3 +69,93 @@ def test_bad_cluster_address_names_the_forms():
 
     with pytest.raises(ConfigError, match="local-cuda or a scheduler address"):
         DaskExecutor("localhost:8786")
+
+
+def test_a_hung_configuration_on_dask_times_out_and_the_rest_still_runs(cluster):
+    by = _by_variant(cluster, ["ok", "hang", "ok2"], phase_timeout_s=2)
+    assert by["hang"]["status"] == "error" and by["hang"]["worker"] == "timeout"
+    assert "no progress for 2 s in phase 'timed'" in by["hang"]["error"]
+    assert by["ok"]["status"] == by["ok2"]["status"] == "ok"
+
+
+def test_a_python_error_on_dask_is_raised_not_called_a_dead_worker(cluster):
+    from labkit.workers import WorkerError
+
+    with pytest.raises(WorkerError, match="ValueError: not a measurement outcome"):
+        _by_variant(cluster, ["ok", "boom"])
+    assert _by_variant(cluster, ["ok"])["ok"]["status"] == "ok"  # the cluster is still usable
+
+
+def test_a_crashing_configuration_is_not_retried_where_the_scheduler_retries(tmp_path):
+    """Dask's default allows 3 failures per task: the configuration that killed its worker must not
+    run again on the others (it killed 4 workers and gave 10 rows for 4 configurations)."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 3}):
+        c = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    try:
+        by = _by_variant(c, ["ok", "die", "ok2", "ok3"])
+        assert len(by) == 4 and by["die"]["status"] == "error" and by["die"]["worker"] == "dead"
+        assert {by[n]["status"] for n in ("ok", "ok2", "ok3")} == {"ok"}
+    finally:
+        c.close()
+
+
+def test_ctrl_c_on_dask_keeps_the_rows_and_the_next_run_gets_its_own(cluster, tmp_path):
+    """Rows stream back per configuration: after Ctrl-C the rows measured so far are in the log, and
+    the next run on the same executor gets exactly its own rows."""
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
+    log = tmp_path / "rows.jsonl"
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 2.0)
+        with pytest.raises(KeyboardInterrupt):
+            run(configs(["slower", "slower2", "slower3", "slower4"], shapes=[(64, 64), (128, 64)]),
+                ResultLog(log), ex, progress=False)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        kept = [l for l in log.read_text().splitlines() if l.strip()]
+        assert len(kept) >= 3  # 2 workers x 0.6 s a configuration, interrupted at 2 s
+        want = configs(["ok", "slow"], shapes=[(4096, 64)])
+        rows = run(want, ResultLog(), ex, progress=False)
+        assert sorted((r["variant"], r["shape"]) for r in rows) == [("ok", "4096x64"), ("slow", "4096x64")]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        ex.close()
+
+
+UNGUARDED = """
+import sys
+sys.path.insert(0, {tests!r})
+from fake_runner import configs
+from labkit.cluster import DaskExecutor
+from labkit.cluster_procs import LocalProcesses
+from labkit.records import ResultLog
+from labkit.session import run
+
+# no `if __name__ == "__main__":` guard: the cluster's processes are their own entry points
+procs = LocalProcesses("cpu", n=2)
+ex = DaskExecutor(procs.client, runner="fake_runner:FakeRunner")
+rows = run(configs(["ok", "slow"], shapes=[(64, 64), (128, 64)]), ResultLog(), ex, progress=False)
+print("ROWS", len(rows), sorted({{r["status"] for r in rows}}))
+procs.close()
+"""
+
+
+def test_a_local_process_cluster_runs_from_an_unguarded_script_and_ends_cleanly(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "sweep_me.py"
+    script.write_text(UNGUARDED.format(tests=str(Path(__file__).parent)))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("ROWS") == 1 and "ROWS 4 ['ok']" in out.stdout
+    for bad in ("Traceback", "bootstrapping", "double free", "Error"):
+        assert bad not in out.stderr, out.stderr[-3000:]

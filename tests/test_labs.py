@@ -90,7 +90,7 @@ import numpy as np
 import pandas as pd
 import labkit, labkit.labs, labkit.session
 from labkit.config import plan
-from labkit.records import keep_samples
+from labkit.verdicts import keep_samples
 from labkit.session import Local
 
 labkit.labs.LIVE = True

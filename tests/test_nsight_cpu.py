@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import nsight
+from labkit import nsight, toolkit
 from labkit.cli import main
 from labkit.errors import ConfigError, LabkitError, ToolMissingError
 from labkit.nsight import names, nsys, profiling, tools
@@ -343,7 +343,7 @@ def test_timeout_never_hangs(tmp_path):
 def test_timeout_with_a_grandchild_holding_the_pipes(tmp_path, monkeypatch):
     # a process that left the tool's process group survives the kill and keeps stdout open:
     # reading the pipes to their end would wait for it
-    monkeypatch.setattr(tools, "KILL_GRACE_S", 0.5)
+    monkeypatch.setattr(toolkit, "KILL_GRACE_S", 0.5)
     pid = tmp_path / "pid"
     tool = _exe(tmp_path / "tool", f"setsid sleep 60 & echo $! > '{pid}'; sleep 60")
     t = time.monotonic()

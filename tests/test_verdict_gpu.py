@@ -4,7 +4,7 @@ gets a verdict other than SAME. Both with the default stop rule, as `labkit aa` 
 import pytest
 
 import labkit
-from labkit.records import compare_rows
+from labkit.verdicts import compare_rows
 from labkit.selftest import SAME_GOAL
 
 pytestmark = pytest.mark.gpu

@@ -6,7 +6,8 @@ import pytest
 from labkit.errors import ConfigError
 from labkit.records import ResultLog
 from labkit.session import groups, run
-from labkit.workers import WorkerPool, WorkerError, parse_gpus
+from labkit.device import parse_gpus
+from labkit.workers import WorkerPool, WorkerError
 
 from fake_runner import configs
 
@@ -39,6 +40,7 @@ def test_ctrl_c_stops_the_run_and_the_next_run_gets_its_own_rows(pool1):
     def interrupt(*_):
         raise KeyboardInterrupt
 
+    pool1.identities()  # started: the Ctrl-C below lands inside a configuration, not in the start
     old = signal.signal(signal.SIGALRM, interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 0.2)
@@ -119,7 +121,7 @@ def test_bad_gpus_argument_names_the_form(bad):
 
 def test_gpus_naming_an_absent_gpu_says_which_are_visible(monkeypatch):
     from labkit import device
-    from labkit.workers import resolve_gpus
+    from labkit.device import resolve_gpus
 
     monkeypatch.setattr(device, "visible_gpus", lambda: [{"index": 0, "name": "G", "uuid": "u0"},
                                                          {"index": 1, "name": "G", "uuid": "u1"}])
@@ -156,3 +158,117 @@ def test_sweep_of_several_names_shares_one_executor(tmp_path, monkeypatch):
     assert ops == {"copy-gs", "access-width"}
     for name in ("copy-gs", "access-width"):
         assert (tmp_path / f"{name}.jsonl").read_text().count("\n") > 0
+
+
+def _alarm(seconds):
+    """Raise KeyboardInterrupt in the main thread after `seconds` (a Ctrl-C at a chosen moment)."""
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return lambda: (signal.setitimer(signal.ITIMER_REAL, 0), signal.signal(signal.SIGALRM, old))
+
+
+@pytest.mark.parametrize("at", [0.05, 0.3, 0.7])
+def test_ctrl_c_of_a_multi_gpu_run_leaves_the_session_usable(at):
+    """Ctrl-C while two workers serve groups: the serving threads end after their configuration, and
+    the next run in the same session gets exactly its own rows (no rows of the interrupted run, no
+    pickling errors from two threads reading one pipe, no healthy worker marked dead)."""
+    p = WorkerPool(runner=RUNNER, fake_gpus=2, phase_timeout_s=5)
+    try:
+        restore = _alarm(at)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                run(configs(["slower", "slower2", "slower3"], shapes=[(64, 64), (128, 64), (256, 64), (512, 64)]),
+                    ResultLog(), p, progress=False)
+        finally:
+            restore()
+        want = configs(["ok", "slow"], shapes=[(2048, 64), (4096, 64), (8192, 64)])
+        rows = run(want, ResultLog(), p, progress=False)
+        assert sorted((r["variant"], r["shape"]) for r in rows) == sorted((c.variant_s, c.shape_s) for c in want)
+        assert {r["status"] for r in rows} == {"ok"} and p.restarts == 0
+    finally:
+        p.close()
+
+
+UNGUARDED = """
+import sys
+sys.path.insert(0, {tests!r})
+from fake_runner import configs
+from labkit.records import ResultLog
+from labkit.session import run
+from labkit.workers import WorkerPool
+
+# no `if __name__ == "__main__":` guard, as in a plain script or `python -c`
+p = WorkerPool(runner="fake_runner:FakeRunner", fake_gpus=2, phase_timeout_s=5)
+rows = run(configs(["ok", "slow"], shapes=[(64, 64), (128, 64)]), ResultLog(), p, progress=False)
+print("ROWS", len(rows), sorted({{r["pid"] for r in rows}} - {{__import__("os").getpid()}}) != [])
+p.close()
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "-c"])
+def test_workers_start_from_an_unguarded_script_or_python_c(tmp_path, how):
+    """A worker is its own entry point: it never re-runs the parent's __main__ (multiprocessing's
+    spawn did, and every worker of an unguarded script started the script again)."""
+    import subprocess
+    import sys
+
+    src = UNGUARDED.format(tests=str(__import__("pathlib").Path(__file__).parent))
+    script = tmp_path / "bench_me.py"
+    script.write_text(src)
+    cmd = [sys.executable, str(script)] if how == "file" else [sys.executable, "-c", src]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("ROWS") == 1 and "ROWS 4 True" in out.stdout
+    assert "bootstrapping" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+HUNG = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from fake_runner import configs
+from labkit.records import ResultLog
+from labkit.session import run
+from labkit.workers import WorkerPool
+
+p = WorkerPool(runner="fake_runner:FakeRunner", fake_gpus=1, phase_timeout_s=600)
+w = p._worker(0)
+print("WORKER", w.proc.pid, flush=True)
+run(configs(["hang"]), ResultLog(), p, progress=False)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP", "SIGKILL"])
+def test_a_signalled_parent_leaves_no_worker(tmp_path, sig):
+    """SIGTERM / SIGHUP (a `timeout`, a batch kill, a closed terminal) or even SIGKILL of the parent
+    while its worker is stuck in a configuration: the worker ends too (its lifeline pipe closes)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG.format(tests=str(__import__("pathlib").Path(__file__).parent)))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    line = parent.stdout.readline()
+    assert line.startswith("WORKER"), line
+    pid = int(line.split()[1])
+    time.sleep(0.5)  # the worker is inside the 'hang' configuration now
+    parent.send_signal(getattr(signal, sig))
+    parent.wait(30)
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if open(f"/proc/{pid}/stat").read().split()[2] == "Z":  # exited, not yet reaped by init
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError(f"worker {pid} outlived its parent ({sig})")

@@ -19,7 +19,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="write the result as JSON")
     ap.add_argument("--nsys", help="path to nsys (default: PATH, then the Nsight install folders)")
-    ap.add_argument("--timeout", type=float, default=600, help="seconds each tool run may take (600)")
+    ap.add_argument("--timeout", type=float, help="seconds each tool run may take (default: labkit.nsight.profile's)")
     a = ap.parse_args(argv)
     p = profile(OP, [VARIANT], [SHAPE], ("cold",), budget=1.0, nsys=a.nsys, timeout=a.timeout)
     row = p.check[p.check["variant"] == VARIANT].iloc[0]

@@ -12,6 +12,7 @@ table, messages), panels (why card, SASS diff), panel (the widgets, their state,
 """
 from __future__ import annotations
 
+from ..registry import get_op
 from .choices import log2_shapes, parse_shapes
 from .panel import Explorer
 from .sources import LiveSource, RecordedSource
@@ -24,6 +25,7 @@ def explore(op: str | None = None, ex=None, recorded=None, results=None, gpus=No
     recorded results without a GPU, or when `recorded=True` (`results`: the folder, default
     results/; `gpus`: slugs or names to keep). `kw`: Explorer's (debounce_s, export_dir) and the
     first selection, as select() takes it: explore("add", dtype="f16", width=8) measures only that."""
+    op = get_op(op).name if op is not None else None  # a wrong name is an error before any worker starts
     if ex is not None:
         source = LiveSource(ex, energy)
     else:

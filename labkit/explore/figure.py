@@ -109,6 +109,11 @@ def value(row: dict, key: str, scale: float = 1.0) -> float:
     return float("nan") if v is None or v != v else float(v) * scale
 
 
+def number(v: float) -> str:
+    """A bar's label: 3 significant digits, and whole numbers from 100 up ('3,210', not '3.21e+03')."""
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
 def _state(row: dict) -> str:
     return "" if row.get("status") == "ok" else str(row.get("status")).upper()
 
@@ -151,7 +156,7 @@ def bars(lines, shape: str, m: Metric, ceil: dict, legend: bool, names: list) ->
     out = []
     for key, scale, unit in ((m.key, 1.0, m.unit), (m.bottom, m.bottom_scale, m.bottom_unit)):
         y = np.array([np.nan_to_num(value(r, key, scale)) for *_, r in at])
-        text = [_state(r) or f"{y_:.3g}" for y_, (*_, r) in zip(y, at)]
+        text = [_state(r) or number(y_) for y_, (*_, r) in zip(y, at)]
         out.append(dict(visible=True, x=labels, y=y, text=text, marker=dict(color=colors),
                         hovertemplate=f"%{{x}}: %{{y:.4g}} {unit}<extra></extra>"))
     top, bottom = [], []

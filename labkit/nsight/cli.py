@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import LabkitError
 from ..timing import MODES
+from ..toolkit import TIMEOUT_ENV, TIMEOUT_S
 
 
 def add_profile_parser(sub) -> None:
@@ -28,9 +29,9 @@ def add_profile_parser(sub) -> None:
     pr.add_argument("--save", help="also write the summary tables (csv + meta.json) here, for recorded mode")
     pr.add_argument("--nsys", help="path to nsys (default: PATH, $LABKIT_NSYS, the Nsight install folders)")
     pr.add_argument("--ncu-path", help="path to ncu (default: PATH, $LABKIT_NCU, the Nsight install folders)")
-    pr.add_argument("--timeout", type=float, default=600,
+    pr.add_argument("--timeout", type=float,
                     help="seconds each tool run may take before it is stopped: nsys profile, nsys stats, nsys export, "
-                         "the kernel-time run, ncu (600)")
+                         f"the kernel-time run, ncu (default {TIMEOUT_S['nsys']}, or ${TIMEOUT_ENV})")
 
 
 def cmd_profile(a):

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..errors import LabkitError, ToolMissingError
 from ..ranges import DOMAIN
 from ..registry import get_op
+from ..toolkit import timeout_s
 from .names import config_range, kernel_template, split_variant
 from .tools import bench_argv, find_tool, run_tool, shell, tail, text_of
 
@@ -25,6 +26,8 @@ PERM_HELP = ("ncu has no permission to the GPU performance counters (ERR_NVGPUCT
              "then reboot); see https://developer.nvidia.com/ERR_NVGPUCTRPERM")
 UNDER_NCU = ("Under ncu each profiled kernel is replayed (and caches flushed) per metric pass, so the labkit "
              "times printed by that run are meaningless; only ncu's metrics count.")
+# ncu runs launches one at a time: the blocking kernel would only wait for its timeout there
+ENV = {"LABKIT_BLOCKING": "0"}
 UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1, "usecond": 1, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6,
          "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}  # to µs and bytes
 
@@ -49,6 +52,11 @@ def kernel_regex(op: str, variant: str, dtype: str | None = None) -> str | None:
     if v.is_torch or not v.kernel:
         return None
     return "|".join(dict.fromkeys([v.kernel.split("<")[0].strip(), *o.shape_kernels]))
+
+
+def command(argv) -> str:
+    """An ncu run as a shell line to copy, with the environment labkit gives it (ENV)."""
+    return shell([*(f"{k}={v}" for k, v in ENV.items()), *argv])
 
 
 def ncu_argv(ncu: str, op: str, variant: str, shape: str, app: list, dtype: str | None = None, mode: str = "cold",
@@ -106,12 +114,14 @@ def _ncu_stack(cell: str) -> str:
 
 
 def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mode: str = "cold",
-                ncu: str | None = None, timeout: float = 600, launch_count: int = 1, out: str | Path | None = None):
+                ncu: str | None = None, timeout: float | None = None, launch_count: int = 1, out: str | Path | None = None):
     """Nsight Compute on one variant (a name, or a record's name with axis values such as
     'f16x8_pack[block=512]'): its kernel in its config's `timed <mode>` range, --clock-control none.
     Returns one row per profiled kernel with duration, DRAM bytes read / written, achieved DRAM
     throughput (bytes/s and % of peak), registers/thread, labkit's byte model (op.bytes_moved) and
-    measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU)."""
+    measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU). `timeout` as in
+    labkit.nsight.profile."""
+    timeout = timeout_s("ncu", timeout)
     o = get_op(op)
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
@@ -121,20 +131,19 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
         ncu = find_tool("ncu", ncu)
     except ToolMissingError as e:
         by_hand = ncu_argv("ncu", o.name, variant, shape_s, ["python", *app[1:]], v.dtype, mode)
-        raise ToolMissingError(f"{e}\nOn a machine with Nsight Compute and a GPU, run:\n  {shell(by_hand)}") from None
+        raise ToolMissingError(f"{e}\nOn a machine with Nsight Compute and a GPU, run:\n  {command(by_hand)}") from None
     argv = ncu_argv(ncu, o.name, variant, shape_s, app, v.dtype, mode, launch_count=launch_count)
-    # ncu runs launches one at a time: the blocking kernel would only wait for its timeout there
-    r = run_tool(argv, timeout, "ncu", env={"LABKIT_BLOCKING": "0"})
+    r = run_tool(argv, timeout, "ncu", env=ENV)
     text = r.stdout + "\n" + r.stderr
     if out:
         Path(out).write_text(text)
     if "ERR_NVGPUCTRPERM" in text:
-        raise LabkitError(f"{PERM_HELP}\nThe command was:\n  {shell(argv)}")
+        raise LabkitError(f"{PERM_HELP}\nThe command was:\n  {command(argv)}")
     df = read_ncu_csv(r.stdout if '"ID"' in r.stdout else text)
     if not len(df):
         why = "no kernel matched the NVTX / kernel filter" if "No kernels were profiled" in text else \
             f"ncu exited with status {r.returncode}"
-        raise LabkitError(f"ncu profiled nothing ({why}):\n{tail(text)}\nThe command was:\n  {shell(argv)}")
+        raise LabkitError(f"ncu profiled nothing ({why}):\n{tail(text)}\nThe command was:\n  {command(argv)}")
     return with_model(df, o.name, variant, shape_s, v.dtype)
 
 

@@ -20,6 +20,7 @@ from ..errors import LabkitError, ToolMissingError
 from ..paths import cache_root
 from ..records import KEY, load_rows, to_frame
 from ..registry import ops
+from ..toolkit import timeout_s
 from .check import check_plot, cross_check
 from .names import parse_config, split_variant
 from .ncu import read_ncu_csv, with_model
@@ -62,10 +63,12 @@ class Profile:
 
 def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), dtype=None, sweep: str | None = None,
             out_dir: str | Path | None = None, budget: float | None = 0.2, nsys: str | None = None,
-            timeout: float = 600, axes: dict | None = None) -> Profile:
+            timeout: float | None = None, axes: dict | None = None) -> Profile:
     """Run a bench (op, variants, shapes, modes, tuning-axis values as in labkit.bench) or a
     declared sweep under Nsight Systems and read it back. Writes <out_dir>/labkit.nsys-rep, its
-    .sqlite and stats CSVs, and labkit.json(l) (the records). Each tool run gets `timeout` seconds."""
+    .sqlite and stats CSVs, and labkit.json(l) (the records). Each tool run gets `timeout` seconds
+    (default: labkit.toolkit.TIMEOUT_S["nsys"], or $LABKIT_TOOL_TIMEOUT_S)."""
+    timeout = timeout_s("nsys", timeout)
     if (op is None) == (sweep is None):
         raise LabkitError("profile: give an op (with variants / shapes / modes) or a sweep name, not both")
     if sweep is not None:

@@ -7,13 +7,13 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from ..errors import LabkitError, ToolMissingError
+from ..errors import ToolMissingError
 from ..paths import ROOT
+from ..toolkit import TIMEOUT_ENV, run
 
 # where installations put the tools when they are not on PATH; {name} is nsys or ncu
 SEARCH_GLOBS = (
@@ -27,7 +27,6 @@ SEARCH_GLOBS = (
     "/usr/local/cuda*/nsight-systems*/bin/{name}",
 )
 TOOLS = {"nsys": ("Nsight Systems", "LABKIT_NSYS"), "ncu": ("Nsight Compute", "LABKIT_NCU")}
-KILL_GRACE_S = 5  # after the kill, how long to wait for the pipes to close
 
 
 def find_tool(name: str, path: str | Path | None = None, globs=None) -> str:
@@ -70,38 +69,12 @@ def _env(extra=None) -> dict:
 
 
 def run_tool(argv, timeout: float, what: str, env=None) -> subprocess.CompletedProcess:
-    """Run a tool for at most `timeout` seconds; past that, kill its whole process group and raise
-    LabkitError naming the command to run by hand. stdout and stderr are returned as text."""
-    argv = [str(a) for a in argv]
-    try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                errors="replace", start_new_session=True, env=_env(env))
-    except FileNotFoundError as e:
-        raise ToolMissingError(f"{what}: cannot run {argv[0]} ({e}). The command was:\n  {shell(argv)}") from e
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        raise LabkitError(f"{what} did not finish in {timeout:g} s and was stopped. Run it by hand, or give it "
-                          f"a longer timeout (timeout= in Python, --timeout to `labkit profile`):\n  {shell(argv)}"
-                          ) from None
-    except BaseException:  # KeyboardInterrupt in a notebook: never leave the profiler behind
-        _kill(proc)
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.communicate(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:  # a grandchild that left the group still holds the pipes
-        proc.stdout.close()
-        proc.stderr.close()
-        proc.wait()
+    """Run a tool (labkit.toolkit.run) for at most `timeout` seconds (callers resolve it with
+    toolkit.timeout_s at their entry); past that it is stopped with all it started and ToolTimeoutError
+    names the command to run by hand. The labkit command it profiles can import this labkit."""
+    return run(argv, Path(str(argv[0])).name, timeout, env=_env(env), what=what,
+               hint=f"Run it by hand, or give it a longer timeout (timeout= in Python, --timeout to `labkit profile`, "
+                    f"${TIMEOUT_ENV} for every tool):\n  {shell(argv)}")
 
 
 def tail(text: str, n: int = 15) -> str:

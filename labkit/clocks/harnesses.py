@@ -1,0 +1,198 @@
+"""The harnesses one configuration is timed with, each giving rows (labkit.clocks.relations):
+
+* labkit: one run per cache state of its registry (labkit.runner: check, time, re-check, CUPTI);
+* triton: `do_bench` (a 256 MB zero_ before each launch, events) and `do_bench_cudagraph` (a graph
+  of back-to-back launches), in this process, on a Subject;
+* nvbench through cuda-bench: cold (a memset of an L2-sized buffer, a blocking kernel, events) and
+  batch (back-to-back launches), in a child process (labkit.clocks.nvbench_child: nvbench runs
+  the benchmarks of a process once), on a Subject made there from the same seed;
+* Nsight Systems: the kernel durations of a profiled run per state (labkit.nsight.profile).
+
+A Subject is the launch labkit times (the variant's prepared launcher, or the torch baseline) on the
+inputs labkit's runner makes for the configuration, checked as a labkit row is: outputs poisoned,
+one run compared with the float64 reference, and compared again after the harness timed it. A
+harness that is not installed gives rows whose note says so; one that fails, rows with its error."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import LabkitError, ToolMissingError
+
+# what each external harness reports, and how to get it
+MEASURES = {"nvbench": ("cold", "batch"), "triton": ("do_bench", "do_bench_cudagraph")}
+INSTALL = {"nvbench": "pip install cuda-bench, with cuda-bindings", "triton": "pip install triton",
+           "nsys": "install Nsight Systems"}
+EXTERNAL = tuple(INSTALL)  # nvbench, triton, nsys
+CHILD_ONLY = "not run: an inline variant exists only in the process that defined it"
+
+
+def row(harness, measure, clock, median_us=None, samples=None, note="") -> dict:
+    return {"harness": harness, "measure": measure, "clock": clock, "median_us": median_us,
+            "samples": None if samples is None else int(samples), "note": note}
+
+
+def absent(harness: str, measures, note: str) -> list:
+    """Rows without a number for every measure of a harness, saying why."""
+    clock = "nsys" if harness == "nsys" else "events"
+    return [row(harness, m, clock, note=note) for m in measures]
+
+
+def not_installed(harness: str, measures) -> list:
+    return absent(harness, measures, f"not installed ({INSTALL[harness]})")
+
+
+def installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that is missing or broken
+        return False
+
+
+def error_note(e: BaseException) -> str:
+    return ": ".join(["error", type(e).__name__, *str(e).strip().splitlines()[:1]])
+
+
+class Subject:
+    """One configuration's launch on labkit's inputs for it, checked before anything times it."""
+
+    def __init__(self, cfg):
+        import torch
+
+        from ..check import poison
+        from ..launch import launcher_for
+        from ..runner import Runner
+
+        self.cfg = cfg
+        op, v, shape = cfg.spec, cfg.variant, cfg.shape
+        self.inputs, self.outputs, _ = Runner(peak=False, kernel_time=False)._inputs(cfg)
+        if v.is_torch:
+            self.go = lambda: op.torch_impl(self.inputs, self.outputs, shape, v.dtype)
+        else:
+            ints, floats = op.params(shape, v.dtype)
+            self.go = launcher_for(op, v, cfg.axes).prepare([*self.inputs, *self.outputs], ints, floats)
+        refs = op.reference(self.inputs, shape, v.dtype)
+        for out, ref in zip(self.outputs, refs):
+            poison(out, ref)
+        self.go()
+        torch.cuda.synchronize()
+        bad = self._compare(refs, "")
+        if bad:
+            raise LabkitError(f"{cfg.describe()}: {bad}; nothing was timed")
+
+    def _compare(self, refs, when: str) -> str | None:
+        from ..check import compare
+
+        op, v = self.cfg.spec, self.cfg.variant
+        rtol, atol = op.tol(self.cfg.shape, v.dtype)
+        results = [compare(o, ref, rtol, atol, f"output {k}{when}") for k, (o, ref) in enumerate(zip(self.outputs, refs))]
+        return next((r.message for r in results if not r.ok), None)
+
+    def recheck(self) -> str | None:
+        """None when the output of the last launch a harness timed is still right, else what is wrong."""
+        import torch
+
+        torch.cuda.synchronize()
+        return self._compare(self.cfg.spec.reference(self.inputs, self.cfg.shape, self.cfg.variant.dtype),
+                             " after timing")
+
+
+# ---- labkit -------------------------------------------------------------------------------------
+def labkit_rows(cfgs) -> list:
+    """Events and CUPTI rows of one Config per cache state, each run by labkit's runner."""
+    from ..runner import Runner
+
+    runner = Runner(peak=False)  # the reference ceilings are not needed here, and nothing is written
+    recs = [runner.run(c) for c in cfgs]
+    events, cupti = [], []
+    for c, r in zip(cfgs, recs):
+        ok = r.get("status") == "ok"
+        note = r.get("stop_reason", "") if ok else f"{r.get('status')}: {r.get('error', '')}"
+        events.append(row("labkit", c.mode, "events", r.get("time_us") if ok else None, r.get("samples"), note))
+        k = r.get("kernel_us") if ok else None
+        if k:
+            why = f"{r.get('kernels')} kernel(s) per call"
+        else:
+            why = "no CUPTI time (a profiler holds CUPTI, or it recorded nothing)" if ok else note
+        cupti.append(row("labkit", c.mode, "CUPTI", k, None, why))
+    return events + cupti
+
+
+# ---- triton -------------------------------------------------------------------------------------
+def triton_rows(subject) -> list:
+    if not installed("triton"):
+        return not_installed("triton", MEASURES["triton"])
+    import numpy as np
+    import torch
+
+    try:
+        from triton.testing import do_bench, do_bench_cudagraph
+
+        cold = do_bench(subject.go, return_mode="all")
+        with torch.cuda.stream(torch.cuda.Stream()):  # graph capture needs a side stream
+            graph = do_bench_cudagraph(subject.go, return_mode="all")
+    except Exception as e:  # an optional tool's failure is a row, not the end of the comparison
+        return absent("triton", MEASURES["triton"], error_note(e))
+    bad = subject.recheck()
+    return [row("triton", m, "events", None if bad else float(np.median(ms)) * 1e3, len(ms),
+                f"recheck failed: {bad}" if bad else "")
+            for m, ms in zip(MEASURES["triton"], (cold, graph))]
+
+
+# ---- nvbench (cuda-bench), in a child process -----------------------------------------------------
+def nvbench_rows(cfg, timeout_s: float) -> list:
+    if not installed("cuda.bench"):
+        return not_installed("nvbench", MEASURES["nvbench"])
+    if cfg.variant.is_inline:
+        return absent("nvbench", MEASURES["nvbench"], CHILD_ONLY)
+    import torch
+
+    from ..nsight.tools import run_tool, tail
+
+    with tempfile.TemporaryDirectory(prefix="labkit-nvbench-") as d:
+        out = Path(d) / "rows.json"
+        argv = [sys.executable, "-m", "labkit.clocks.nvbench_child", cfg.op, cfg.variant.name, cfg.shape_s,
+                cfg.dtype, str(out), "--timeout", f"{timeout_s:g}", "--device", str(torch.cuda.current_device())]
+        try:  # nvbench's own timeout bounds each of its two measurements; the child gets both and a start
+            r = run_tool(argv, 2 * timeout_s + 120, "nvbench (cuda-bench)")
+        except LabkitError as e:
+            return absent("nvbench", MEASURES["nvbench"], error_note(e))
+        if not out.exists():
+            said = f"error: the nvbench child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}"
+            return absent("nvbench", MEASURES["nvbench"], said)
+        return json.loads(out.read_text())["rows"]
+
+
+# ---- Nsight Systems -----------------------------------------------------------------------------
+def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float = 600, budget_s: float = 0.2):
+    """{(variant, shape): rows} from one profiled run of all the given configurations in all states
+    (`timeout_s` for each tool run, as in labkit.nsight.profile), or a list of rows without numbers
+    (for every configuration) when nsys is missing or fails."""
+    from ..nsight import find_tool, profile
+
+    try:
+        find_tool("nsys")
+    except ToolMissingError:
+        return not_installed("nsys", states)
+    try:
+        p = profile(op, list(variants), list(shapes), tuple(states), dtype, budget=budget_s, timeout=timeout_s)
+    except LabkitError as e:
+        return absent("nsys", states, error_note(e))
+    table: dict = {}
+    for _, r in p.check.iterrows():
+        us = r["nsys_us"] if r["nsys_us"] == r["nsys_us"] else None
+        note = "" if r["scope"].startswith("timed") else r["scope"]
+        table.setdefault((r["variant"], r["shape"]), []).append(
+            row("nsys", r["mode"], "nsys", us, r["nsys_launches"] if us is not None else None, note))
+    return table
+
+
+def nsys_rows(table, cfg, states) -> list:
+    """This configuration's rows from nsys_table's result, one per state."""
+    if isinstance(table, list):
+        return table
+    have = {r["measure"]: r for r in table.get((cfg.variant_s, cfg.shape_s), [])}
+    return [have.get(s) or row("nsys", s, "nsys", note="no record of this state in the profiled run") for s in states]

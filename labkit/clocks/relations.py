@@ -1,0 +1,118 @@
+"""What each harness's number should be next to another's, and why: the relations stated once, as
+data, and checked on one configuration's rows. No GPU and no torch here: the recorded files are
+judged by the same code as a live run.
+
+A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
+(labkit: measure = a cache state, clock "events" or "CUPTI"; nvbench: "cold" / "batch"; triton:
+"do_bench" / "do_bench_cudagraph"; nsys: a cache state, clock "nsys"). A row without a number says
+why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
+"nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
+stands for every cache state labkit measured (or those of them the relation lists in `over`), so a
+state added to labkit's registry is reconciled without an edit here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+STATE = "{state}"
+
+
+@dataclass(frozen=True)
+class Relation:
+    a: str          # row labels
+    b: str
+    kind: str       # "≈": |a/b - 1| <= tol;  "≤": a <= b * (1 + tol)
+    tol: float
+    reason: str
+    over: tuple = ()  # the states {state} stands for (default: every state measured)
+
+    @property
+    def expected(self) -> str:
+        """'a ≈ b ± 3 %', 'a ≤ b + 1 %', 'a ≤ b' (and which states {state} stands for, if not all)."""
+        tol = f" {'±' if self.kind == '≈' else '+'} {100 * self.tol:g} %" if self.tol else ""
+        over = f" for {STATE} in {', '.join(self.over)}" if self.over and STATE in self.a + self.b else ""
+        return f"{self.a} {self.kind} {self.b}{tol}{over}"
+
+    def holds(self, a_us: float, b_us: float) -> tuple[bool, float]:
+        """(whether it holds, a/b - 1)."""
+        d = a_us / b_us - 1
+        return (abs(d) <= self.tol if self.kind == "≈" else d <= self.tol), d
+
+
+RELATIONS = (
+    Relation("labkit cold-dirty", "nvbench cold", "≈", 0.03,
+             "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
+             "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel"),
+    Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
+             "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
+             "launches"),
+    Relation("labkit hot", "nvbench batch", "≈", 0.03,
+             "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
+             "kernel and reports the mean, labkit replays a graph and reports the median"),
+    Relation(f"labkit {STATE} CUPTI", f"nsys {STATE}", "≈", 0.02,
+             "the same CUPTI records of the same kernel (start and end on the GPU): labkit reads them in its own "
+             "process through torch.profiler, Nsight Systems in a profiled run of the same configuration"),
+    Relation(f"labkit {STATE} CUPTI", f"labkit {STATE}", "≤", 0.0,
+             "the events bracket the kernel and the launch's own overhead, so the kernel's own time cannot exceed "
+             "the event time of a launch that runs alone (hot launches overlap: not compared)",
+             over=("cold", "cold-dirty", "rotating")),
+    Relation("labkit cold", "labkit cold-dirty", "≤", 0.01,
+             "cold's read flush leaves clean lines: the kernel's writes can stay dirty in L2 and be written back "
+             "after the stop event; cold-dirty starts with dirty lines, whose eviction the kernel pays inside"),
+    Relation("labkit cold", "labkit rotating", "≤", 0.01,
+             "rotating reads inputs that are not in L2, as cold does, and also pays for writing back the outputs "
+             "of earlier launches"),
+    Relation("triton do_bench", "nvbench cold", "≈", 0.03,
+             "both flush with writes (do_bench zeroes 256 MB) and time one launch between events; do_bench has no "
+             "blocking kernel, so host time between its start event and the launch lands inside whenever the "
+             "GPU runs out of queued work: the 256 MB zero_ ahead of each launch keeps a fast host ahead, a "
+             "slow or busy host shows up as do_bench > nvbench cold"),
+)
+
+
+def label(row: dict) -> str:
+    return f"{row['harness']} {row['measure']}" + (" CUPTI" if row["clock"] == "CUPTI" else "")
+
+
+def states(rows) -> list:
+    """The cache states labkit measured, in its registry's order."""
+    return list(dict.fromkeys(r["measure"] for r in rows if r["harness"] == "labkit"))
+
+
+def expand(relations, names) -> list:
+    """Each relation that names {state} once per state in `names` (that it is stated for); the
+    others as they are."""
+    out = []
+    for rel in relations:
+        if STATE in rel.a or STATE in rel.b:
+            out += [replace(rel, a=rel.a.replace(STATE, s), b=rel.b.replace(STATE, s), over=())
+                    for s in names if not rel.over or s in rel.over]
+        else:
+            out.append(rel)
+    return out
+
+
+def _missing(name: str, row: dict | None) -> str | None:
+    if row is None:
+        return f"n/a: '{name}' was not measured"
+    if row.get("median_us") is None:
+        return f"n/a: {name}: {row.get('note') or 'no number'}"
+    return None
+
+
+def verdicts(rows, relations=RELATIONS) -> list:
+    """One verdict per relation (expanded over the measured states): both numbers, the difference
+    a/b - 1 in %, whether it holds, and the reason."""
+    by = {label(r): r for r in rows}
+    out = []
+    for rel in expand(relations, states(rows)):
+        a, b = by.get(rel.a), by.get(rel.b)
+        v = {"expected": rel.expected, "a_us": a and a.get("median_us"), "b_us": b and b.get("median_us"),
+             "diff_pct": None, "holds": None, "reason": rel.reason}
+        gap = _missing(rel.a, a) or _missing(rel.b, b)
+        if gap:
+            v["verdict"] = gap
+        else:
+            ok, d = rel.holds(a["median_us"], b["median_us"])
+            v.update(diff_pct=100 * d, holds=ok, verdict=f"{'holds' if ok else 'does not hold'} ({100 * d:+.1f} %)")
+        out.append(v)
+    return out

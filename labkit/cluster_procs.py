@@ -1,0 +1,123 @@
+"""A Dask cluster on this host made of processes of their own: `dask scheduler` and `dask cuda
+worker` (or `dask worker` for CPU workers, which the tests use), each started with `python -c` and a
+lifeline pipe, so
+
+* nothing is started through multiprocessing from the caller's process (dask-cuda's
+  LocalCUDACluster spawns its nannies from it, which re-runs an unguarded script's `__main__` in
+  each, and left the caller printing `double free or corruption` at exit on an H200);
+* every process ends when the caller does, even killed (the lifeline closes); `close()` shuts the
+  cluster down through the scheduler first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .errors import LabkitError
+from .workers import START_TIMEOUT_S
+
+_MAINS = {
+    "scheduler": ("distributed.cli.dask_scheduler", "main", []),
+    "cpu": ("distributed.cli.dask_worker", "main", []),
+    "cuda": ("dask_cuda.cli", "cuda", ["worker"]),
+}
+
+
+def _main(lifeline: int, which: str, *args: str) -> None:
+    """A cluster process: watch the lifeline, then run the Dask command line `which` with `args`."""
+    import importlib
+
+    from .worker_child import watch
+
+    threading.Thread(target=watch, args=(lifeline,), daemon=True).start()
+    mod, name, pre = _MAINS[which]
+    getattr(importlib.import_module(mod), name)([*pre, *args])
+
+
+class LocalProcesses:
+    """A scheduler and workers on this host: `kind` 'cuda' (one dask-cuda worker per GPU of `gpus`)
+    or 'cpu' (`n` CPU worker processes)."""
+
+    def __init__(self, kind: str = "cuda", gpus=None, n: int = 1, start_timeout_s: float = START_TIMEOUT_S):
+        from distributed import Client
+
+        env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",  # a crash is not retried elsewhere
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        if kind == "cuda":
+            try:
+                import dask_cuda  # noqa: F401 - only whether it is there; it runs in the worker process
+            except ImportError:
+                raise LabkitError("--cluster local-cuda needs dask-cuda: `pip install 'labkit[cluster]'`") from None
+            from .device import resolve_gpus
+
+            found = resolve_gpus(gpus)
+            n = len(found)
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(g["uuid"] for g in found)
+        self._dir = tempfile.TemporaryDirectory(prefix="labkit-dask-")
+        sfile = os.path.join(self._dir.name, "scheduler.json")
+        life_r, self._life_w = os.pipe()
+        self.procs = []
+        try:
+            self._start(life_r, env, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                        "--scheduler-file", sfile)
+            address = self._address(sfile, start_timeout_s)
+            common = ["--scheduler-file", sfile, "--nthreads", "1", "--no-dashboard", "--death-timeout", "60"]
+            if kind == "cuda":
+                self._start(life_r, env, "cuda", *common)
+            else:
+                self._start(life_r, env, "cpu", *common, "--nworkers", str(n))
+        finally:
+            os.close(life_r)
+        self.client = Client(address, timeout=start_timeout_s)
+        try:
+            self.client.wait_for_workers(n, timeout=start_timeout_s)
+        except Exception as e:  # noqa: BLE001 - a timeout: say so, leave nothing behind
+            self.close()
+            raise LabkitError(f"the local Dask cluster did not get its {n} worker(s) in {start_timeout_s:.0f} s: {e}") from None
+
+    def _start(self, life_r, env, which, *args):
+        cmd = [sys.executable, "-c", "import sys; from labkit.cluster_procs import _main; "
+               "_main(int(sys.argv[1]), *sys.argv[2:])", str(life_r), which, *args]
+        # Dask logs to stderr: into a file (a pipe nobody reads would fill and stall the process)
+        with open(os.path.join(self._dir.name, f"{which}.log"), "w") as log:
+            self.procs.append(subprocess.Popen(cmd, pass_fds=(life_r,), env=dict(os.environ, **env),
+                                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
+
+    def _address(self, sfile, timeout_s) -> str:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            if self.procs[0].poll() is not None:
+                with open(os.path.join(self._dir.name, "scheduler.log")) as f:
+                    err = f.read()[-2000:]
+                self.close()
+                raise LabkitError(f"the Dask scheduler did not start (exit code {self.procs[0].returncode}):\n{err}")
+            try:
+                with open(sfile) as f:
+                    return json.load(f)["address"]
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.1)
+        self.close()
+        raise LabkitError(f"the Dask scheduler did not start in {timeout_s:.0f} s")
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            try:
+                client.shutdown()  # the scheduler ends the workers, then itself
+            except Exception:  # noqa: BLE001 - already gone: the processes are ended below
+                pass
+        for p in self.procs:
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        if self._life_w is not None:
+            os.close(self._life_w)
+            self._life_w = None
+        self._dir.cleanup()

@@ -1,0 +1,141 @@
+"""CPU half of `labkit reconcile` (labkit.clocks): the relation verdicts from a recorded file, the
+rows of harnesses that are not installed, README's block, and the command without a GPU."""
+import json
+from pathlib import Path
+
+import pytest
+
+import labkit
+from labkit import cli, readme, timing
+from labkit.clocks import configs, harnesses, text
+from labkit.clocks.relations import RELATIONS, label, verdicts
+from labkit.device import NO_GPU
+from labkit.errors import ConfigError
+
+DATA = Path(__file__).parent / "data" / "reconcile"
+RECORDS = json.loads((DATA / "synthetic-gpu" / "reconcile.json").read_text())["configs"]
+GPU = __import__("torch").cuda.is_available()
+
+
+def _by_expected(record) -> dict:
+    return {v["expected"]: v["verdict"] for v in verdicts(record["rows"])}
+
+
+def test_verdicts_from_a_recorded_file():
+    full, small = (_by_expected(r) for r in RECORDS)
+    assert full == {
+        "labkit cold-dirty ≈ nvbench cold ± 3 %": "holds (-0.5 %)",
+        "labkit hot ≈ triton do_bench_cudagraph ± 2 %": "holds (+0.3 %)",
+        "labkit hot ≈ nvbench batch ± 3 %": "does not hold (-4.1 %)",
+        # {state} stands for every state the record measured, in its order
+        "labkit cold CUPTI ≈ nsys cold ± 2 %": "holds (+0.5 %)",
+        "labkit cold-dirty CUPTI ≈ nsys cold-dirty ± 2 %": "holds (+0.6 %)",
+        "labkit rotating CUPTI ≈ nsys rotating ± 2 %": "holds (+0.5 %)",
+        "labkit hot CUPTI ≈ nsys hot ± 2 %": "holds (-0.6 %)",
+        "labkit cold CUPTI ≤ labkit cold": "holds (-9.8 %)",  # {state} over the states it is stated for
+        "labkit cold-dirty CUPTI ≤ labkit cold-dirty": "holds (-7.5 %)",
+        "labkit rotating CUPTI ≤ labkit rotating": "holds (-7.2 %)",
+        "labkit cold ≤ labkit cold-dirty + 1 %": "holds (-18.8 %)",
+        "labkit cold ≤ labkit rotating + 1 %": "holds (-21.2 %)",
+        "triton do_bench ≈ nvbench cold ± 3 %": "holds (+1.3 %)",
+    }
+    # a record with two states and no nvbench: the gaps say why, the rest is judged
+    assert small["labkit hot ≈ triton do_bench_cudagraph ± 2 %"] == "does not hold (-2.2 %)"
+    assert small["labkit cold CUPTI ≈ nsys cold ± 2 %"] == "does not hold (+5.1 %)"
+    assert small["labkit cold-dirty ≈ nvbench cold ± 3 %"] == "n/a: 'labkit cold-dirty' was not measured"
+    assert small["triton do_bench ≈ nvbench cold ± 3 %"] == \
+        "n/a: nvbench cold: not installed (pip install cuda-bench, with cuda-bindings)"
+    assert "labkit rotating CUPTI ≈ nsys rotating ± 2 %" not in small and "labkit hot CUPTI ≤ labkit hot" not in small
+
+
+def test_an_ordering_that_fails_and_the_tolerance_edges():
+    def judged(hot_us):
+        rows = [harnesses.row("labkit", "cold", "CUPTI", 10.5), harnesses.row("labkit", "cold", "events", 10.0),
+                harnesses.row("labkit", "hot", "events", hot_us),
+                harnesses.row("triton", "do_bench_cudagraph", "events", 10.0)]
+        return {v["expected"]: v for v in verdicts(rows)}
+    v = judged(10.0)["labkit cold CUPTI ≤ labkit cold"]
+    assert (v["holds"], v["verdict"], round(v["diff_pct"], 6)) == (False, "does not hold (+5.0 %)", 5.0)
+    graph = "labkit hot ≈ triton do_bench_cudagraph ± 2 %"
+    assert [judged(us)[graph]["verdict"] for us in (9.79, 9.81, 10.19, 10.21)] == \
+        ["does not hold (-2.1 %)", "holds (-1.9 %)", "holds (+1.9 %)", "does not hold (+2.1 %)"]
+    assert {r.kind for r in RELATIONS} == {"≈", "≤"} and all(r.reason for r in RELATIONS)
+
+
+def test_labels_name_harness_measure_and_cupti():
+    assert [label(r) for r in RECORDS[0]["rows"]][:5] == ["labkit cold", "labkit cold-dirty", "labkit rotating",
+                                                         "labkit hot", "labkit cold CUPTI"]
+
+
+def test_absent_harnesses_say_not_installed(monkeypatch):
+    monkeypatch.setattr(harnesses, "installed", lambda module: False)
+    monkeypatch.setenv("LABKIT_NSYS", "/no/such/nsys")
+    cfg = configs("add", "f16x8_pack", "64x64", "f16", ["cold"])[0]
+    rows = (harnesses.triton_rows(None) + harnesses.nvbench_rows(cfg, 15)
+            + harnesses.nsys_rows(harnesses.nsys_table("add", ["f16x8_pack"], ["64x64"], "f16", ["cold", "hot"]),
+                                  cfg, ["cold", "hot"]))
+    assert [label(r) for r in rows] == ["triton do_bench", "triton do_bench_cudagraph", "nvbench cold",
+                                        "nvbench batch", "nsys cold", "nsys hot"]
+    assert all(r["median_us"] is None and r["note"].startswith("not installed (") for r in rows), rows
+    record = {"op": "add", "variant": "f16x8_pack", "dtype": "f16", "shape": "64x64",
+              "rows": [harnesses.row("labkit", "hot", "events", 2.0)] + rows}
+    out = text(record)
+    assert "nvbench cold               events –" in out
+    assert "not installed (pip install cuda-bench, with cuda-bindings)" in out
+    assert "n/a: triton do_bench_cudagraph: not installed (pip install triton)" in out
+
+
+def test_the_states_come_from_the_registry(monkeypatch):
+    """A state labkit's registry gains is reconciled (and offered by the command) without an edit."""
+    from fake_runner import FakeRunner
+
+    monkeypatch.setattr(timing, "MODES", (*timing.MODES, "fake-state"))
+    monkeypatch.setattr("labkit.runner.Runner", FakeRunner)
+    cfgs = configs("add", "f16x8_pack", "64x64", "f16")
+    assert [c.mode for c in cfgs] == [*timing.MODES]
+    rows = harnesses.labkit_rows(cfgs)
+    assert [label(r) for r in rows if r["measure"] == "fake-state"] == ["labkit fake-state", "labkit fake-state CUPTI"]
+    assert any(v["expected"] == "labkit fake-state CUPTI ≈ nsys fake-state ± 2 %" for v in verdicts(rows))
+    with pytest.raises(SystemExit):
+        cli.main(["reconcile", "add", "f16x8_pack", "64x64", "--states", "nope"])
+    if not GPU:
+        assert cli.main(["reconcile", "add", "f16x8_pack", "64x64", "--states", "fake-state"]) == 2
+
+
+def test_readme_block_renders_the_recorded_file():
+    out = readme.render("<!-- data:reconcile -->\n<!-- /data -->\n", DATA)
+    assert "**Synthetic GPU, driver 580.00, 2026-11-24, commit 0123456789ab**" in out
+    assert "| measured by | add f16x8_pack 4096x4096 | add torch 1024x1024 |" in out
+    assert "| labkit cold-dirty | 38.90 | – |" in out and "| nvbench cold | 39.10 | – |" in out
+    assert "| labkit cold-dirty ≈ nvbench cold ± 3 % | -0.5 % ✓ | n/a |" in out
+    assert "| labkit hot ≈ nvbench batch ± 3 % | -4.1 % ✗ | n/a |" in out
+    assert "- `labkit {state} CUPTI ≈ nsys {state} ± 2 %`: the same CUPTI records" in out  # each reason once
+    assert out.count("the same CUPTI records") == 1
+    assert "- `labkit {state} CUPTI ≤ labkit {state} for {state} in cold, cold-dirty, rotating`: the events" in out
+    assert "No number: not installed (pip install cuda-bench, with cuda-bindings)." in out
+    assert readme.render("<!-- data:reconcile -->\n<!-- /data -->\n", DATA / "synthetic-gpu") == \
+        "<!-- data:reconcile -->\n_no reconcile.json under results/ yet_\n<!-- /data -->\n"
+
+
+@pytest.mark.skipif(GPU, reason="checks the message without a GPU")
+def test_without_a_gpu_the_command_says_so(capsys):
+    assert cli.main(["reconcile", "add", "f16x8_pack", "64x64", "-d", "f16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("labkit: error: ") and NO_GPU in err
+    with pytest.raises(labkit.NoGPUError):
+        labkit.reconcile("add", "f16x8_pack", "64x64", "f16")
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(variant="f16x8pak"), r"no variant 'f16x8pak'.*did you mean 'f16x8_pack'"),
+    (dict(states=["warm"]), "unknown cache mode 'warm'"),
+    (dict(skip=["ncu"]), "cannot skip ncu: the harnesses are nvbench, triton, nsys"),
+    (dict(budget_s=0), r"budget_s .* must be > 0"),
+    (dict(timeout_s=0), r"timeout_s .* must be > 0"),
+    (dict(out="r.csv"), r"reconcile output r.csv: the suffix must be one of .json"),
+])
+def test_bad_input_is_named_before_anything_runs(kw, match, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = {"op": "add", "variant": "f16x8_pack", "shape": "64x64", "dtype": "f16", **kw}
+    with pytest.raises(ConfigError, match=match):
+        labkit.reconcile(**args)

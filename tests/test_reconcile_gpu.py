@@ -1,0 +1,28 @@
+"""GPU half of `labkit reconcile`: every harness installed on this machine gives a number for the
+same configuration, and the record is written with its provenance."""
+import json
+
+import pytest
+
+import labkit
+from labkit.clocks.harnesses import installed
+from labkit.timing import MODES
+
+
+@pytest.mark.gpu
+def test_every_installed_harness_gives_a_number(tmp_path, monkeypatch):
+    # the profiled child run writes no ceilings into the repository's results/
+    monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path / "results"))
+    out = tmp_path / "reconcile.json"
+    df = labkit.reconcile("add", "f16x8_pack", "4096x4096", "f16", budget_s=0.3, timeout_s=5, out=out, show=False)
+    missing = df[df["median_us"].isna()]
+    assert set(missing["harness"]) <= {"nvbench", "triton", "nsys"}, missing
+    assert missing["note"].str.startswith("not installed").all(), missing.to_string()
+    assert (df["median_us"].dropna() > 0).all()
+    for harness, module in (("nvbench", "cuda.bench"), ("triton", "triton")):
+        assert installed(module) == bool(df[df["harness"] == harness]["median_us"].notna().all()), harness
+    labkit_rows = df[df["harness"] == "labkit"]
+    assert set(labkit_rows["measure"]) == set(MODES) and set(labkit_rows["clock"]) == {"events", "CUPTI"}
+    assert len(df.attrs["relations"]) >= len(MODES)  # every relation judged or said why not
+    rec = json.loads(out.read_text())["configs"][0]
+    assert rec["gpu"] and rec["commit"] and rec["date"] and len(rec["rows"]) == len(df)
