@@ -177,6 +177,18 @@ def test_a_winner_is_named_on_a_verdict():
     assert text.startswith("fastest block=256") and "runner-up block=512" in text and "FASTER" in text
 
 
+def test_the_main_jobs_summary_names_no_winner_inside_the_noise():
+    from labkit.main_job import summary
+
+    rng = np.random.default_rng(13)
+    rows = [{**_row(v, _times(rng, 300, t)), "pct_peak": 90.0} for v, t in (("torch", 12.0), ("f16x8", 10.0),
+                                                                              ("f16x8_pack", 10.05))]
+    text = summary({"f16": rows}, 1.0, 2.0)
+    assert "no winner: the lowest median, f16x8" in text and "f16x8_pack (SAME within the interval)" in text
+    rows[2] = {**_row("f16x8_pack", _times(rng, 300, 11.0)), "pct_peak": 80.0}
+    assert "fastest f16x8 (" in summary({"f16": rows}, 1.0, 2.0)
+
+
 def test_rows_without_samples_name_no_winner():
     rows = [{"time_us": 10.0, "block": 256}, {"time_us": 12.0, "block": 128}]
     text = labs.fastest(rows, lambda r: f"block={r['block']}")
