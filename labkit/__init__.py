@@ -6,11 +6,13 @@ The public face (importing labkit does not import torch):
     labkit.inline(op, name, source, kernel, dtype)       a kernel from a notebook cell as a variant
     labkit.measure(fn, mode="cold")                      time any closure with labkit's harness
     labkit.why(op, variant, shape)                       why a variant runs as fast as it does
+    labkit.aa(op, variant, shape)                        A/A self-test: this GPU's false-verdict rate
     labkit.reconcile(op, variant, shape, dtype)          every clock (nvbench, triton, nsys) on one config
 """
 from .calls import call  # noqa: F401  (no torch at import; one attribute lookup less per call)
 from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
 from .registry import get_op, ops as catalog  # noqa: F401  (labkit.ops is the package of op modules)
+from .selftest import aa  # noqa: F401
 from .version import __version__  # noqa: F401
 from .clocks import reconcile  # noqa: F401  (labkit.clocks: every clock on one configuration)
 from .why import why  # noqa: F401  (eager: `from .why import why` elsewhere would rebind labkit.why)

@@ -19,6 +19,7 @@ EPILOG = """examples:
   labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
   labkit why add f16x8 4096x4096           why a variant runs as fast as it does
   labkit reconcile add f16x8_pack 4096x4096 -d f16
+  labkit aa add f16x8_pack 4096x4096       A/A self-test: how often this GPU calls one kernel faster than itself
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
 
 Every run is checked against a float64 reference before it is timed, and again after; a variant
@@ -73,6 +74,14 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
     w.add_argument("--gpu", help="which recorded GPU (a results/ folder or GPU name, e.g. nvidia-h200); implies --recorded")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
+    t = sub.add_parser("aa", help="A/A self-test: one configuration as pairs of rows; the share not called SAME")
+    t.add_argument("op")
+    t.add_argument("variant")
+    t.add_argument("shape", nargs="?")
+    t.add_argument("-d", "--dtype")
+    t.add_argument("--mode", default="cold", choices=MODES)
+    t.add_argument("--pairs", type=int, default=20, help="A/B pairs of the same kernel (default 20)")
+    _common(t)
     from .clocks.cli import add_reconcile_parser
     from .nsight.cli import add_profile_parser
 
@@ -85,8 +94,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _common(p):
+    from .stats import StopRule
+
     p.add_argument("--budget", type=float, default=1.0, help="seconds of sampling per configuration (default 1)")
-    p.add_argument("--noise", type=float, default=0.005, help="stop when relative noise is below this (0.005)")
+    p.add_argument("--noise", type=float, default=StopRule.noise_target,
+                   help="stop when the median's 95%% interval half-width is below this fraction of it (%(default)s)")
     p.add_argument("--no-kernel-time", dest="kernel_time", action="store_false",
                    help="skip the CUPTI kernel time (it is recorded by default where CUPTI is free)")
     p.add_argument("--energy", action="store_true", help="also sample power and energy with NVML")
@@ -271,6 +283,17 @@ def cmd_why(a):
     return 0
 
 
+def cmd_aa(a):
+    from .selftest import aa
+
+    _outputs(a)
+    res = aa(a.op, a.variant, a.shape, a.dtype, a.mode, a.pairs, _rule(a), workers=not a.in_process, gpus=a.gpus,
+             kernel_time=a.kernel_time, energy=a.energy)
+    print(res.text())
+    _write(res.rows, a)
+    return 0 if res.ok else 1
+
+
 def version_text() -> str:
     import importlib.util
 
@@ -318,7 +341,7 @@ def _main(argv) -> int:
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
                 "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
-                "reconcile": cmd_reconcile, "workshop": cmd_workshop}[a.cmd](a)
+                "reconcile": cmd_reconcile, "workshop": cmd_workshop, "aa": cmd_aa}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

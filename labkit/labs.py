@@ -8,6 +8,8 @@
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
 * fit(), panels(): tables and plotly panels laid out to fit a notebook's width without wrapping or
   overlapping titles;
+* versus(), fastest() (from labkit.verdicts): a ratio of two rows with its interval and verdict, and
+  a fastest row named only on a verdict;
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
 * kernel_sass(), instructions(), mem_mix(): a shipped variant's machine code (nvcc, no GPU);
 * cell_sass(): a kernel written in a cell compiled to SASS, the .cu and cubin kept in the build
@@ -23,6 +25,7 @@ import json
 import re
 
 from .errors import CompileError, LabkitError
+from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
 COLS = ["gpu", "op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "gbps", "pct_peak",
@@ -91,8 +94,7 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
     o = labkit.get_op(op)
     want = [o.format_shape(o.parse_shape(s)) for s in shapes] if shapes else None
     if live():
-        df = labkit.bench(o.name, variants, dtype, shapes, modes, axes=axes, energy=energy, budget_s=budget_s,
-                          noise_target=0.01)
+        df = labkit.bench(o.name, variants, dtype, shapes, modes, axes=axes, energy=energy, budget_s=budget_s)
         return df.assign(sweep="live", slug="live")
     sweeps = [sweep] if isinstance(sweep, str) else list(sweep or [])
     try:
@@ -341,8 +343,7 @@ def compare(op: str, variants, dtype: str, shape, budget_s: float = 0.2):
     """Time `variants` (+ torch) at one shape, cold (labkit.bench), and print µs and GB/s per variant."""
     import labkit
 
-    df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, noise_target=0.01,
-                      progress=False)
+    df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, progress=False)
     for r in df.to_dict("records"):
         t = r.get("time_us")
         print(f"  {r['variant']:>12} @ {r['shape']}: " + (f"{t:.1f} µs, {r.get('gbps') or float('nan'):.0f} GB/s"

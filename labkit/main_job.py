@@ -7,7 +7,8 @@
   brackets), the smallest first, each line printed as soon as its shape is measured;
 * the quick stop rule below (every row says which rule stopped it); `labkit bench add` runs the
   full one;
-* a short summary last: per dtype, the best variant at the largest shape against torch.
+* a short summary last: per dtype, the fastest variant at the largest shape (named only where the
+  interval of the ratio of medians says FASTER than the runner-up) and the lowest median against torch.
 
 Timings of this job on the lent GPUs: `python -m labkit.benchmarks.main_job_time`.
 """
@@ -70,6 +71,8 @@ def table(rows) -> str:
 
 
 def summary(by_dtype: dict, first_s: float, total_s: float) -> str:
+    from .verdicts import fastest, vs_torch_text
+
     lines = [f"labkit: {sum(map(len, by_dtype.values()))} configurations in {total_s:.1f} s "
              f"(first table after {first_s:.1f} s; stop rule {RULE}, `labkit bench {OP}` for the full rule)"]
     for dtype, rows in by_dtype.items():
@@ -81,10 +84,11 @@ def summary(by_dtype: dict, first_s: float, total_s: float) -> str:
         big = max(ok, key=lambda r: r.get("bytes") or 0)["shape"]
         at = [r for r in ok if r["shape"] == big and r["variant"] != "torch"]
         best = min(at, key=lambda r: r["time_us"]) if at else None
-        if best is not None:
-            vs = f", {best['vs_torch']:.2f}x torch's time" if best.get("vs_torch") else ""
-            peak = f", {best['pct_peak']:.0f} % of the copy peak" if best.get("pct_peak") is not None else ""
-            lines.append(f"  {dtype} {big}: fastest {best['variant']} {best['time_us']:.2f} µs{peak}{vs}"
+        if best is not None:  # a fastest variant is named only on a verdict (labkit.verdicts)
+            peak = f"{best['pct_peak']:.0f} % of the copy peak" if best.get("pct_peak") is not None else ""
+            facts = ", ".join(x for x in (peak, vs_torch_text(best)) if x)
+            lines.append(f"  {dtype} {big}: {fastest(at, lambda r: r['variant'])}"
+                         + (f"; {best['variant']}: {facts}" if facts else "")
                          + (f"; {len(bad)} row(s) FAILED" if bad else ""))
     return "\n".join(lines)
 

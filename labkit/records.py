@@ -29,15 +29,16 @@ from .paths import not_private
 KEY = ("op", "variant", "dtype", "shape", "mode")
 RULE = ("noise_target", "budget_s", "max_samples")
 COLUMNS = ["op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "kernels", "overhead_us", "floor_us",
-           "host_bound", "q1_us", "q3_us", "min_us", "max_us", "samples", "noise", "stop_reason", "converged",
-           "noise_target", "budget_s", "max_samples", "method", "batch", "blocking", "bytes", "gbps", "kernel_gbps",
-           "pct_peak", "peak_gbps", "peak_ref", "pct_spec", "spec_gbps", "flops", "tflops", "pct_fma", "intensity",
-           "torch_us", "vs_torch", "torch_kernel_us", "vs_torch_kernel", "max_abs_err", "recheck", "path", "error",
+           "host_bound", "q1_us", "q3_us", "min_us", "max_us", "ci_lo_us", "ci_hi_us", "samples", "noise",
+           "stop_reason", "converged", "noise_target", "budget_s", "max_samples", "method", "batch", "blocking",
+           "bytes", "gbps", "kernel_gbps", "pct_peak", "peak_gbps", "peak_ref", "pct_spec", "spec_gbps", "flops", "tflops",
+           "pct_fma", "intensity", "torch_us", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
+           "torch_kernel_us", "vs_torch_kernel", "max_abs_err", "recheck", "path", "error",
            "sm_clock_mhz", "throttled", "power_w", "energy_per_launch_j", "gb_per_j", "offset", "gpu", "gpu_index",
            "driver", "cuda", "torch", "labkit", "commit", "dirty", "commit_source", "date"]
-STRING_COLUMNS = ("op", "variant", "dtype", "shape", "mode", "status", "stop_reason", "method", "blocking", "peak_ref",
-                  "recheck", "path", "error", "gpu", "driver", "cuda", "torch", "labkit", "commit", "commit_source",
-                  "date", "kernel", "nvml")
+STRING_COLUMNS = ("op", "variant", "dtype", "shape", "mode", "status", "stop_reason", "vs_torch_verdict", "method",
+                  "blocking", "peak_ref", "recheck", "path", "error", "gpu", "driver", "cuda", "torch", "labkit",
+                  "commit", "commit_source", "date", "kernel", "nvml")
 SUFFIXES = (".jsonl", ".json", ".csv")
 
 

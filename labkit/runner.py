@@ -16,7 +16,9 @@ from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
+from .stats import median_interval
 from .timing import cupti_free, is_time, kernel_time, measure
+from .verdicts import SAMPLES, compare_rows, keep_samples
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
 HOST_BOUND_REL = 0.03
@@ -230,14 +232,17 @@ class Runner:
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:
-            self._torch[cfg.group] = (rec["time_us"], k)
+            self._torch[cfg.group] = {k: rec.get(k) for k in ("time_us", "kernel_us", SAMPLES)}
         else:
             base = self._torch.get(cfg.group)
             if base:
-                rec["torch_us"], rec["torch_kernel_us"] = base
-                rec["vs_torch"] = rec["time_us"] / base[0]
-                if k and base[1]:
-                    rec["vs_torch_kernel"] = k / base[1]
+                rec["torch_us"], rec["torch_kernel_us"] = base["time_us"], base.get("kernel_us")
+                rec["vs_torch"] = rec["time_us"] / base["time_us"]
+                if k and base.get("kernel_us"):
+                    rec["vs_torch_kernel"] = k / base["kernel_us"]
+                vs = compare_rows(rec, base)
+                if vs:
+                    rec.update(vs_torch_lo=vs.lo, vs_torch_hi=vs.hi, vs_torch_verdict=vs.verdict)
 
 
 def _rule_fields(rule) -> dict:
@@ -249,8 +254,10 @@ def _timing_fields(m) -> dict:
     if not is_time(s.median):  # an error row, never a NaN or an infinity in a table
         return {"status": "error", "error": f"the timer gave {s.median} s as the median of {s.n} samples: "
                                             "not a measurement", "samples": s.n, "stop_reason": m.stop_reason}
+    ci = median_interval(m.samples_s)
     out = {"time_us": s.median * 1e6, "q1_us": s.q1 * 1e6, "q3_us": s.q3 * 1e6, "min_us": s.min * 1e6,
-           "max_us": s.max * 1e6, "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,
+           "max_us": s.max * 1e6, "ci_lo_us": ci.lo * 1e6, "ci_hi_us": ci.hi * 1e6, SAMPLES: keep_samples(m.samples_s),
+           "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,
            "converged": m.stop_reason == "converged", "method": m.method, "batch": m.batch, "blocking": m.blocking,
            "block_timeouts": m.timeouts, "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
     if m.energy:

@@ -6,6 +6,7 @@ kernel time by more than the device's event overhead (labkit.runner.host_bound).
 from __future__ import annotations
 
 from .timing import is_time
+from .verdicts import vs_torch_text
 
 RULE = "-" * 100
 
@@ -15,8 +16,8 @@ def _fmt(x, spec):
 
 
 def row_line(r: dict) -> str:
-    """One variant's line: status, both times, bandwidth or TFLOP/s, % of peak, ratio to torch,
-    noise and why sampling stopped."""
+    """One variant's line: status, both times, bandwidth or TFLOP/s, % of peak, ratio to torch with its
+    interval and verdict, noise, the median's interval and why sampling stopped."""
     name = r["variant"] if r["variant"] != "torch" else f"torch {r.get('dtype', '')}"
     if r.get("status") != "ok":
         return f"{name:>22}  {str(r.get('status')).upper()}: {r.get('error', '')}"
@@ -30,11 +31,13 @@ def row_line(r: dict) -> str:
         rate = f"{_fmt(r.get('tflops'), '7.2f')} TFLOP/s {_fmt(r.get('pct_fma'), '5.1f')}% FMA"
     else:
         rate = f"{_fmt(r.get('gbps'), '7.0f')} GB/s {_fmt(r.get('pct_peak'), '5.1f')}% peak"
-    ratio = f"{r['vs_torch']:.2f}x torch" if r.get("vs_torch") else ""
     path = "" if r.get("path") in ("vector", "torch", None) else f" [{r.get('path')}]"
-    noise = f"noise {_fmt(100 * r['noise'] if r.get('noise') is not None else None, '.1f')}% {r.get('stop_reason', '')}"
+    hw = 50 * (r["ci_hi_us"] - r["ci_lo_us"]) / r["time_us"] if r.get("ci_lo_us") is not None else None
+    median = f" median ±{hw:.2f}%" if hw is not None and hw == hw else ""  # its interval's half-width
+    noise = (f"noise {_fmt(100 * r['noise'] if r.get('noise') is not None else None, '.1f')}%{median} "
+             f"{r.get('stop_reason', '')}")
     flag = "  HOST-BOUND" if r.get("host_bound") else ""
-    return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {ratio:<12} {noise}{path}{flag}")
+    return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {vs_torch_text(r):<34} {noise}{path}{flag}")
 
 
 def seed_table(rows, op=None) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from html import escape
 
 from .errors import LabkitError
+from .verdicts import SAMPLES, vs_torch_text
 
 # compute capability of a recorded GPU, by a fragment of its name (for the SASS when no GPU is here)
 ARCH_OF = (("H200", "90"), ("H100", "90"), ("GH200", "90"), ("A100", "80"), ("A10", "86"), ("L40", "89"),
@@ -193,14 +194,13 @@ def _timing(rows: dict, mode: str, dev: dict, notes: list) -> dict:
         mode = next(iter(rows))
         r = rows[mode]
     out = {"status": r.get("status"), "error": r.get("error"), "path": r.get("path"), "time_mode": mode}
-    for k in ("time_us", "kernel_us", "q1_us", "q3_us", "noise", "samples", "host_bound", "vs_torch", "gbps",
-              "pct_peak", "sm_clock_mhz"):
+    for k in ("time_us", "kernel_us", "q1_us", "q3_us", "noise", "samples", "host_bound", "vs_torch", "vs_torch_lo",
+              "vs_torch_hi", "vs_torch_verdict", SAMPLES, "gbps", "pct_peak", "sm_clock_mhz"):
         out[k] = _num(r.get(k))
     for m in ("cold", "hot"):
         out[f"{m}_us"] = _num((rows.get(m) or {}).get("time_us"))
         out[f"{m}_kernel_us"] = _num((rows.get(m) or {}).get("kernel_us"))
-    kc, kh = out["cold_kernel_us"], out["hot_kernel_us"]
-    ec, eh = out["cold_us"], out["hot_us"]
+    kc, kh, ec, eh = out["cold_kernel_us"], out["hot_kernel_us"], out["cold_us"], out["hot_us"]
     out["cold_hot"], out["cold_hot_basis"] = (kc / kh, "kernel") if kc and kh else \
         ((ec / eh, "events") if ec and eh else (None, None))
     floor = (dev.get("floor") or {}).get(mode) or {}
@@ -320,7 +320,7 @@ def _f(x, fmt="{:.2f}"):
 
 def _time(f) -> str:
     basis = {"events": "event"}.get(f.get("cold_hot_basis"), f.get("cold_hot_basis") or "n/a")
-    torch = f"; {_f(f['vs_torch'])}x torch's time" if f.get("vs_torch") else ""
+    torch = f"; time {vs_torch_text(f)}" if f.get("vs_torch") else ""
     return (f"{_f(f['time_us'])} µs events (q1-q3 {_f(f['q1_us'])}-{_f(f['q3_us'])}), kernel {_f(f['kernel_us'])} µs; "
             f"cold {_f(f['cold_us'])} / hot {_f(f['hot_us'])} µs, cold/hot {_f(f['cold_hot'])} ({basis} times){torch}")
 

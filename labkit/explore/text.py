@@ -7,7 +7,8 @@ from html import escape
 from .figure import Metric, percent
 
 TABLE_COLUMNS = ["gpu", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "host_bound", "gbps",
-                 "tflops", "pct_peak", "pct_fma", "gb_per_j", "vs_torch", "noise", "samples", "stop_reason", "error"]
+                 "tflops", "pct_peak", "pct_fma", "gb_per_j", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
+                 "noise", "samples", "stop_reason", "error"]
 RED, GREEN, GREY = "#b91c1c", "#166534", "#555555"
 
 

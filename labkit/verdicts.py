@@ -1,0 +1,75 @@
+"""Verdicts between rows: a timed row keeps its samples (`samples_us`), so any two rows can be compared
+later with the interval of the ratio of their medians and a SAME / FASTER / SLOWER verdict
+(labkit.stats): vs torch in the runner, tables and the why card; A vs B (`compare_rows`, `versus`);
+the fastest of several, named only on a verdict (`fastest`, what the labs use)."""
+from __future__ import annotations
+
+import json
+
+# a timed row keeps its samples, in µs at 4 significant digits (rounding far below any interval's
+# width), so that any two rows can be compared with an interval later (stats.compare)
+SAMPLES = "samples_us"
+
+
+def keep_samples(samples_s) -> list:
+    return [float(f"{x * 1e6:.4g}") for x in samples_s]
+
+
+def row_samples(row) -> list | None:
+    """A row's kept samples (µs), or None for a row without them (untimed, or recorded before rows
+    kept samples). A CSV cell holds them as JSON text."""
+    s = row.get(SAMPLES)
+    if isinstance(s, str):
+        try:
+            s = json.loads(s)
+        except ValueError:
+            return None
+    return list(s) if isinstance(s, (list, tuple)) and len(s) else None
+
+
+def vs_torch_text(r) -> str:
+    """A row's ratio to torch with its interval and verdict ('0.934x torch (0.925-0.943) FASTER'),
+    or marked as having none (rows recorded before rows kept samples); '' without a ratio."""
+    from .stats import Verdict
+
+    x, lo, hi, v = (r.get(k) for k in ("vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict"))
+    if not isinstance(x, (int, float)) or x != x:
+        return ""
+    if isinstance(v, str) and lo == lo and hi == hi:
+        return Verdict(x, lo, hi, v).text("torch")
+    return f"{x:.3f}x torch (no interval)"
+
+
+def compare_rows(a, b):
+    """Row A's time against row B's: a stats.Verdict from their kept samples, None where either has none."""
+    from .stats import compare
+
+    sa, sb = row_samples(a), row_samples(b)
+    return compare(sa, sb) if sa is not None and sb is not None else None
+
+
+def versus(a, b, of: str = "") -> str:
+    """Row a's time over row b's with its interval and verdict ('0.962x the default (0.955-0.969)
+    FASTER'), or the bare ratio marked 'no interval' where a row kept no samples (recorded before)."""
+    v = compare_rows(a, b)
+    if v is not None:
+        return v.text(of)
+    return f"{a['time_us'] / b['time_us']:.3f}x{' ' + of if of else ''} (no interval: a row without samples)"
+
+
+def fastest(rows, name) -> str:
+    """The fastest of `rows` (dicts or a frame; `name(row)` says which is which), named only where it
+    is FASTER than every other row by the interval of the ratio of medians; else the rows it cannot
+    be told apart from."""
+    rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["time_us"])
+    if len(rows) < 2:
+        return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
+    best = rows[0]
+    vs = [(r, compare_rows(best, r)) for r in rows[1:]]
+    tied = [(r, v) for r, v in vs if v is None or not v.decided]
+    if not tied:
+        return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
+                f"{vs[0][1].text()}")
+    why = "no interval: rows without samples" if any(v is None for _, v in tied) else "SAME within the interval"
+    return (f"no winner: the lowest median, {name(best)} ({best['time_us']:.2f} µs), is not told apart from "
+            f"{', '.join(name(r) for r, _ in tied)} ({why})")
