@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -110,7 +109,9 @@ def export(src, out, force: bool = False) -> list:
 
 
 def git(repo: Path, *args) -> str:
-    r = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    from .toolkit import run
+
+    r = run(["git", "-C", str(repo), *args], "git")
     if r.returncode:
         raise LabkitError(f"git {' '.join(args)} in {repo}: {(r.stderr or r.stdout).strip()}")
     return r.stdout.strip()
@@ -118,10 +119,11 @@ def git(repo: Path, *args) -> str:
 
 def filtered(path: Path) -> bool:
     """True when git's attributes give `path` the labkit filter (False outside a git clone)."""
+    from .toolkit import ToolMissingError, run
+
     try:
-        r = subprocess.run(["git", "-C", str(path.parent), "check-attr", "filter", "--", path.name],
-                           capture_output=True, text=True)
-    except OSError:  # no git
+        r = run(["git", "-C", str(path.parent), "check-attr", "filter", "--", path.name], "git")
+    except ToolMissingError:  # no git
         return False
     return r.returncode == 0 and r.stdout.strip().endswith(f": filter: {FILTER}")
 
