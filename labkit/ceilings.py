@@ -18,6 +18,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import cache_states
 from .paths import cache_root, results_dir
 
 COPY_BYTES = 1 << 30
@@ -90,7 +91,8 @@ def measure() -> dict:
     from .launch import harness_launcher, launcher_for
     from .registry import get_op
     from .stats import StopRule
-    from .timing import kernel_time, measure as timed
+    from .cupti import kernel_time
+    from .timing import measure as timed
 
     p = properties()
     rule = StopRule(noise_target=0.01, min_samples=10, max_samples=200, budget_s=1.0)
@@ -118,7 +120,7 @@ def measure() -> dict:
 
     empty = harness_launcher("lk_empty").prepare([])
     floor = {}
-    for mode in ("cold", "hot"):
+    for mode in cache_states.names():
         ev = timed(empty, mode, rule).summary.median * 1e6
         k = kernel_time(empty, mode)
         k = k[0] if k else None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import cache_states
 from .errors import ConfigError, LabkitError
-from .timing import MODES
 
 EPILOG = """examples:
   labkit                                   seed 000's add table on this GPU (a summary without one)
@@ -37,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-d", "--dtype", help="only variants of this dtype (f32, f16, bf16, ...)")
     b.add_argument("-w", "--width", type=int, help="only variants of this vector width (needs --dtype)")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
-    b.add_argument("--mode", nargs="+", default=["cold"], choices=MODES,
-                   help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
+    b.add_argument("--mode", nargs="+", default=["cold"], choices=cache_states.names(),
+                   help="cache states: " + "; ".join(f"{s.name}: {s.description}" for s in cache_states.STATES.values()))
     b.add_argument("--offset", type=int, default=0, help="start tensors this many elements into their buffer")
     b.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                    help="sweep a tuning axis, e.g. block=128,256,512 (see `labkit list OP`)")

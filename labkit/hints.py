@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .cache_states import STATES
 from .sass import width_summary
 
 FLOOR_FACTOR = 2.0   # an event time under 2x the empty kernel's is mostly launch overhead
@@ -61,7 +62,8 @@ def _below_floor(f) -> bool:
 
 def _below_floor_text(f) -> str:
     t, fl = num(f, "time_us"), num(f, "floor_event_us")
-    fix = "use hot mode or a larger shape" if f.get("mode") == "cold" else "use a larger shape, or read kernel_us"
+    graph = f.get("mode") in STATES and STATES[f["mode"]].graph  # launches back to back: no launch gap
+    fix = "use a larger shape, or read kernel_us" if graph else "use hot mode or a larger shape"
     return (f"below the launch floor: {t:.2f} µs is {t / fl:.1f}x the smallest event time on this device "
             f"({fl:.2f} µs), so launch overhead is most of it: {fix}")
 

@@ -88,18 +88,18 @@ def _achieved(row: dict) -> tuple[float | None, str]:
 
 
 def _level(row: dict, facts: dict, bws: list) -> dict | None:
-    """The bandwidth ceiling the row's cache state puts it under: cold mode flushed the L2, so DRAM;
-    hot mode with the bytes moved within the L2's size, L2; hot and larger, DRAM; None when the mode
-    or the L2 size is not known (then the nearest ceiling above the point is taken)."""
-    if not bws:
+    """The bandwidth ceiling the row's cache state puts it under: DRAM where the state says some of
+    its bytes must cross DRAM (a flushed L2, rotating buffers, a working set larger than the L2), else
+    L2; None when the mode or the L2 size is not known (then the nearest ceiling above the point is taken)."""
+    from .cache_states import STATES
+
+    state, l2, nbytes = STATES.get(row.get("mode")), _num((facts or {}).get("l2_bytes")), _num(row.get("bytes"))
+    if not bws or state is None:
         return None
-    mode, l2 = row.get("mode"), _num((facts or {}).get("l2_bytes"))
+    if not (nbytes and l2):  # sizes unknown: only a state whose inputs always cross DRAM decides
+        return bws[0] if sum(state.dram(1, 0, None)) > 0 else None
     l2c = next((c for c in bws if c["name"] == "L2"), None)
-    if mode == "cold":
-        return bws[0]
-    if mode == "hot" and l2 and _num(row.get("bytes")):
-        return l2c if l2c and row["bytes"] <= l2 else bws[0]
-    return None
+    return bws[0] if sum(state.dram(nbytes, 0, l2)) > 0 else (l2c or bws[0])
 
 
 def place(row: dict, facts: dict | None) -> dict:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import zlib
 
+from . import cache_states
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
-from .timing import cupti_free, kernel_time, measure
+from .cupti import cupti_free, kernel_time
+from .timing import measure
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
 HOST_BOUND_REL = 0.03
@@ -129,45 +131,50 @@ class Runner:
             raise lost
         return rec
 
-    def _inputs(self, cfg: Config):
+    def _inputs(self, cfg: Config, sets: int = 1):
+        """`sets` buffer sets [(inputs, outputs)] holding the same data (a rotating cache state cycles
+        through them), and the seed of that data."""
         import torch
 
         op, v = cfg.spec, cfg.variant
-        # inputs and outputs, a float64 reference of the outputs, and the chunked comparison
-        need = 3 * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
+        # inputs and outputs, a float64 reference of the outputs, the chunked comparison, other sets
+        need = (2 + sets) * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
         free, total = torch.cuda.mem_get_info()
         if need > free:
-            raise ConfigError(f"{op.name} {cfg.shape_s} needs about {need / 2**30:.1f} GiB of GPU memory; "
-                              f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free")
+            raise ConfigError(f"{op.name} {cfg.shape_s} ({sets} buffer set(s)) needs about {need / 2**30:.1f} GiB of "
+                              f"GPU memory; {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free")
         seed = zlib.crc32(f"{op.name} {v.dtype} {cfg.shape_s} {cfg.offset}".encode())  # same data in any process
-        gen = torch.Generator(device="cuda").manual_seed(seed)
-        inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
-        outputs = op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)
+        out = []
+        for _ in range(sets):
+            gen = torch.Generator(device="cuda").manual_seed(seed)
+            inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
+            out.append((inputs, op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
         if op.validate:
-            op.validate(inputs, cfg.shape, v.dtype)
-        return inputs, outputs, seed
+            op.validate(out[0][0], cfg.shape, v.dtype)
+        return out, seed
 
     def _run(self, cfg: Config) -> dict:
         import torch
+
+        from .device import properties
 
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         self.phase("compile")
         with nvtx_range("compile"):
             launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
-        inputs, outputs, seed = self._inputs(cfg)
-        if v.is_torch:
-            def go():
-                op.torch_impl(inputs, outputs, shape, v.dtype)
-        else:
-            ints, floats = op.params(shape, v.dtype)
-            go = launcher.prepare([*inputs, *outputs], ints, floats)
+        state = cache_states.get(cfg.mode)
+        nsets = state.sets(op.bytes_moved(shape, v.dtype), properties()["l2_bytes"]) if cfg.timed else 1
+        sets, seed = self._inputs(cfg, nsets)
+        launches = [_launch(op, v, launcher, shape, ins, outs) for ins, outs in sets]
+        (inputs, outputs), go = sets[0], launches[0]
 
         rtol, atol = op.tol(shape, v.dtype)
         with nvtx_range("check"):
             refs = op.reference(inputs, shape, v.dtype)
-            for out, ref in zip(outputs, refs):
-                poison(out, ref)
+            for _, outs in sets:  # every set: a set the timed launches never wrote fails the recheck
+                for out, ref in zip(outs, refs):
+                    poison(out, ref)
             path = go()
             torch.cuda.synchronize()
             results = [compare(o, r, rtol, atol, f"output {k}") for k, (o, r) in enumerate(zip(outputs, refs))]
@@ -181,11 +188,12 @@ class Runner:
             return {**base, "status": "ok"}
 
         self.phase("timed")
-        m = measure(go, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy)
+        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
-            refs = op.reference(inputs, shape, v.dtype)
-            again = [compare(o, r, rtol, atol, f"output {k} after timing") for k, (o, r) in enumerate(zip(outputs, refs))]
+            refs = op.reference(inputs, shape, v.dtype)  # every set holds the same inputs
+            again = [compare(o, r, rtol, atol, f"output {k}{f' of set {j}' if j else ''} after timing")
+                     for j, (_, outs) in enumerate(sets) for k, (o, r) in enumerate(zip(outs, refs))]
             del refs
         worse = [r for r in again if not r.ok]
         if worse:
@@ -240,6 +248,14 @@ class Runner:
                     rec["vs_torch_kernel"] = k / base[1]
 
 
+def _launch(op, v, launcher, shape, inputs, outputs):
+    """One buffer set's launch: the torch baseline's call, or the variant's launcher packed once."""
+    if v.is_torch:
+        return lambda: op.torch_impl(inputs, outputs, shape, v.dtype)
+    ints, floats = op.params(shape, v.dtype)
+    return launcher.prepare([*inputs, *outputs], ints, floats)
+
+
 def _rule_fields(rule) -> dict:
     return {"noise_target": rule.noise_target, "budget_s": rule.budget_s, "max_samples": rule.max_samples}
 
@@ -250,6 +266,8 @@ def _timing_fields(m) -> dict:
            "max_us": s.max * 1e6, "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,
            "converged": m.stop_reason == "converged", "method": m.method, "batch": m.batch, "blocking": m.blocking,
            "block_timeouts": m.timeouts, "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
+    if cache_states.get(m.mode).rotate:
+        out["buffer_sets"] = m.sets
     if m.energy:
         e = m.energy
         out["nvml"] = e.get("nvml")

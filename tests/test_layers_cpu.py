@@ -12,9 +12,9 @@ PKG = Path(__file__).resolve().parent.parent / "labkit"
 # lowest first; a module may import from its own layer and those before it
 LAYERS = [
     ("leaf", {"errors", "version", "paths", "dtypes", "shapes", "device", "toolkit", "ranges", "stats"}),
-    ("spec", {"spec", "registry", "ops", "tensors", "check"}),
+    ("spec", {"spec", "registry", "ops", "tensors", "check", "cache_states"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
-    ("measure", {"launch", "timing", "energy", "ceilings"}),
+    ("measure", {"launch", "timing", "cupti", "energy", "ceilings"}),
     ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "sweeps"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
                "benchmarks", "labs"}),

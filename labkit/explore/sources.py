@@ -143,9 +143,11 @@ class RecordedSource:
                 on_row(r)
 
     def modes(self, op: str, dtype: str) -> list:
-        """The cache modes recorded for op and dtype, cold first."""
-        found = {k[4] for k in self.index if k[0] == op and k[2] == dtype}
-        return sorted(found, key=lambda m: (m != "cold", m))
+        """The cache modes recorded for op and dtype, in the registry's order (labkit.cache_states)."""
+        from .choices import modes
+
+        found, order = {k[4] for k in self.index if k[0] == op and k[2] == dtype}, modes()
+        return sorted(found, key=lambda m: (order.index(m) if m in order else len(order), m))
 
     def axis_values(self, op, name: str) -> list:
         """The default and every value of tuning axis `name` that recorded rows carry."""
