@@ -3,8 +3,9 @@
 Every timed run is checked first: outputs poisoned (NaN / complement), one run, every element
 compared with a float64 reference. A variant that fails is recorded as failed, never timed. After
 timing, the output of the last timed launch is compared with the reference again, so a kernel
-that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two times:
-`time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI, what Nsight reports).
+that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two times of the
+same launches: `time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI records of
+those launches, what Nsight reports; labkit.cupti).
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
-from .cupti import cupti_free, kernel_time
 from .timing import measure
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
@@ -188,7 +188,7 @@ class Runner:
             return {**base, "status": "ok"}
 
         self.phase("timed")
-        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy)
+        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy, kernels=self.kernel_time)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
             refs = op.reference(inputs, shape, v.dtype)  # every set holds the same inputs
@@ -199,12 +199,7 @@ class Runner:
         if worse:
             return {**base, "status": "failed", "recheck": "failed",
                     "error": f"right when checked, wrong after {m.summary.n * m.batch} timed launches: {worse[0].message}"}
-        out = {**base, "status": "ok", "recheck": "ok", **_timing_fields(m)}
-        if self.kernel_time and cupti_free():
-            with nvtx_range("kernel time"):
-                k = kernel_time(go, cfg.mode)
-            out["kernel_us"], out["kernels"] = (k[0] * 1e6, k[1]) if k else (None, None)
-        return out
+        return {**base, "status": "ok", "recheck": "ok", **_timing_fields(m)}
 
     # ---- derived fields -------------------------------------------------------------------------
     def _derive(self, cfg: Config, rec: dict) -> None:
@@ -268,6 +263,8 @@ def _timing_fields(m) -> dict:
            "block_timeouts": m.timeouts, "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
     if cache_states.get(m.mode).rotate:
         out["buffer_sets"] = m.sets
+    if m.kernels:  # the same samples' kernels (labkit.cupti): kernel_us, kernels, overlap_us, cupti
+        out.update(m.kernels)
     if m.energy:
         e = m.energy
         out["nvml"] = e.get("nvml")

@@ -228,13 +228,16 @@ HOT_MAX_BATCH = 1000
 
 
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
-            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False) -> Measurement:
+            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False,
+            kernels: bool = False) -> Measurement:
     """Time `fn()`, which launches GPU work on the current stream (triton's `do_bench`
     counterpart): warm-up, then samples in cache state `mode` until the stop rule says so. `fn`
     may be a list of launches, one per buffer set, which the samples cycle through (a rotating
     state needs them). With `ranges`, the warm-up and the timed loop sit in NVTX ranges 'warmup' and
     'timed <mode>'. With `energy`, NVML power clocks over the timed loop and energy per launch from
-    the launches back to back (in an NVTX range 'energy' of its own) are added (`Measurement.energy`)."""
+    the launches back to back (in an NVTX range 'energy' of its own) are added (`Measurement.energy`).
+    With `kernels` (and CUPTI free: not under Nsight), the timed loop runs under CUPTI and the same
+    samples' kernel durations are added (`Measurement.kernels`, labkit.cupti.per_launch)."""
     from .ranges import nvtx_range
 
     state = cache_states.get(mode)
@@ -246,7 +249,7 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     with phase("warmup"):
         _warmup(fns[0], warmup_s, state)
     with phase(f"timed {mode}"):
-        m = _measure(fns, state, rule, hot_target_s, energy)
+        m = _measure(fns, state, rule, hot_target_s, energy, kernels)
     if m.energy and m.energy.get("nvml") == "ok":
         # clocks and throttling from the timed loop; energy from the launches back to back (see
         # energy.sustained), after the timed loop and in a range of its own
@@ -324,16 +327,19 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
-def _measure(fns, state, rule, hot_target_s, energy) -> Measurement:
+def _measure(fns, state, rule, hot_target_s, energy, kernels) -> Measurement:
+    from .cupti import Probe, cupti_free, per_launch
     from .device import sm_clock
     from .energy import Sampler
 
     clock0, thr0 = sm_clock()
     meter = Sampler() if energy else None
     before, body, batch, method = _sample(state, fns, hot_target_s)
+    probe = Probe() if kernels and cupti_free() else None
     if meter:
         meter.start()
-    loop = _run_samples(before, body, rule, state.group)
+    with probe or contextlib.nullcontext():
+        loop = _run_samples(before, body, rule, state.group, probe)
     samples = [x / batch for x in loop.samples]
     # clocks, temperature and throttling over the loop; its energy would count the idle time between
     # samples, so energy per launch comes from the launches back to back (energy.sustained, in measure)
@@ -343,7 +349,8 @@ def _measure(fns, state, rule, hot_target_s, energy) -> Measurement:
     if power and power.get("throttled"):
         thr1 = True
     return Measurement(summarize(samples), samples, loop.reason, state.name, method, batch, loop.blocking,
-                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns))
+                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns),
+                       kernels=per_launch(probe, samples, loop.kept, batch, state.graph) if probe else None)
 
 
 def estimate(fn) -> float:
