@@ -3,6 +3,7 @@
 * start(): live on a GPU, else recorded mode, said at the top with where the recorded results come from;
 * rows(): an op's rows, measured now (labkit.bench) or recorded (results/<gpu>/<sweep>.jsonl, the
   newest row per GPU and configuration); sweep_files(): which recorded GPUs have a sweep file;
+  with_guard(): the physics guard's verdict and reason per row (labkit.guard);
   with_axes(): tuning-axis values as columns ('f16x8_pack[block=512]' -> block 512, defaults filled);
 * per_gpu(), side_by_side(), share(): one table per GPU, those tables next to each other (one GPU
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
@@ -133,6 +134,16 @@ def with_axes(df, op):
     for name, (default, _) in o.axes.items():
         out[name] = [split_variant(v)[1].get(name, default) for v in out["variant"]] if len(out) else []
     return out
+
+
+def with_guard(df):
+    """The rows with the physics guard's verdict and reason (labkit.guard: dram_guard, dram_note), from
+    each GPU's ceilings (facts()): why a row sits above the copy peak or the datasheet, when it does."""
+    from .guard import of_row
+
+    fx = {g: facts(g) for g in set(df["gpu"])} if len(df) else {}
+    found = [of_row(r, fx[r["gpu"]]) for r in df.to_dict("records")]
+    return df.assign(dram_guard=[f["dram_guard"] for f in found], dram_note=[f["dram_note"] for f in found])
 
 
 def sweep_files(sweep: str) -> dict:

@@ -106,14 +106,18 @@ def place(row: dict, facts: dict | None) -> dict:
     """Where one row sits on this device's roofline: intensity, achieved gbps / tflops (basis:
     'kernel' or 'events'), roof_tflops (the DRAM roof at its intensity), its ceiling (the memory
     level its cache state implies, see _level, or the compute peak past the ridge; without a mode,
-    the lowest roof the point does not exceed by more than NEAR) and pct_ceiling (above 100 when
-    some traffic never reached that level, e.g. output still in L2), and bound ('memory' or
-    'compute': which side of the DRAM ridge it is on)."""
+    the lowest roof the point does not exceed by more than NEAR), pct_ceiling, bound ('memory' or
+    'compute': which side of the DRAM ridge it is on) and the physics guard's dram_guard and
+    dram_note (labkit.guard: why a point sits above the DRAM roof, when it does)."""
+    from .guard import of_row
+
     secs, basis = _achieved(row)
     nbytes = _num(row.get("bytes"))
     ai = intensity(row)
+    g = of_row(row, facts)
     out = {"intensity": ai, "basis": basis, "gbps": None, "tflops": None, "roof_tflops": None,
-           "ceiling": None, "ceiling_value": None, "pct_ceiling": None, "bound": None}
+           "ceiling": None, "ceiling_value": None, "pct_ceiling": None, "bound": None,
+           "dram_guard": g["dram_guard"], "dram_note": g["dram_note"]}
     if not secs or not nbytes:
         return out
     out["gbps"] = nbytes / secs / 1e9
@@ -181,8 +185,9 @@ def trace_data(rows, facts: dict | None, label: str = "variant") -> dict:
         g["x"].append(p["intensity"])
         g["y"].append(p["tflops"])
         where = f", {p['pct_ceiling']:.0f} % of {p['ceiling']}" if p["ceiling"] else ""
+        note = f"<br>{p['dram_note']}" if p["dram_note"] else ""  # why it sits above a roof, when it does
         g["text"].append(f"{r.get('op')} {r.get('variant')} {r.get('dtype', '')} {r.get('shape')} {r.get('mode', '')}: "
-                         f"{p['gbps']:.0f} GB/s{where} ({p['basis']} time)")
+                         f"{p['gbps']:.0f} GB/s{where} ({p['basis']} time){note}")
     ys = [y for g in groups.values() for y in g["y"]] + [y for ln in lines for y in ln["y"]]
     return {"ceilings": lines, "points": list(groups.values()),
             "x_range": [math.log10(lo), math.log10(hi)],

@@ -16,6 +16,7 @@ from . import cache_states
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
+from .guard import of_row
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
 from .timing import measure
@@ -164,7 +165,8 @@ class Runner:
             launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
         state = cache_states.get(cfg.mode)
-        nsets = state.sets(op.bytes_moved(shape, v.dtype), properties()["l2_bytes"]) if cfg.timed else 1
+        set_bytes = sum(op.footprint(shape, v.dtype)) if op.footprint else op.bytes_moved(shape, v.dtype)
+        nsets = state.sets(set_bytes, properties()["l2_bytes"]) if cfg.timed else 1
         sets, seed = self._inputs(cfg, nsets)
         launches = [_launch(op, v, launcher, shape, ins, outs) for ins, outs in sets]
         (inputs, outputs), go = sets[0], launches[0]
@@ -230,6 +232,11 @@ class Runner:
             rec["overhead_us"] = rec["time_us"] - k
             rec["kernel_gbps"] = rec["bytes"] / (k * 1e-6) / 1e9
             rec["host_bound"] = host_bound(rec["time_us"], k, rec.get("floor_us"), rec.get("kernels") or 1)
+        # the physics guard: the DRAM traffic this time implies against the datasheet (labkit.guard)
+        from .device import properties
+
+        found = of_row(rec, facts or {"l2_bytes": properties()["l2_bytes"]})
+        rec.update({k: x for k, x in found.items() if x is not None})
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:

@@ -207,7 +207,7 @@ def _timing(rows: dict, mode: str, dev: dict, notes: list) -> dict:
                floor_overhead_us=floor.get("overhead_us"), floor_source=floor.get("source", "an empty kernel's (device facts)"))
     roof = place(r, dev) if r.get("status") == "ok" else {}
     out.update({k: roof.get(k) for k in ("intensity", "basis", "tflops", "roof_tflops", "ceiling", "ceiling_value",
-                                         "pct_ceiling", "bound")})
+                                         "pct_ceiling", "bound", "dram_guard", "dram_note")})
     out["roof_gbps"] = roof.get("gbps")
     spec = dev.get("spec") or {}
     out.update(copy_peak_gbps=dev.get("copy_peak_gbps"), l2_gbps=dev.get("l2_gbps"), fma_tflops=dev.get("fma_tflops"),

@@ -12,7 +12,7 @@ PKG = Path(__file__).resolve().parent.parent / "labkit"
 # lowest first; a module may import from its own layer and those before it
 LAYERS = [
     ("leaf", {"errors", "version", "paths", "dtypes", "shapes", "device", "toolkit", "ranges", "stats"}),
-    ("spec", {"spec", "registry", "ops", "tensors", "check", "cache_states"}),
+    ("spec", {"spec", "registry", "ops", "tensors", "check", "cache_states", "guard"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
     ("measure", {"launch", "timing", "cupti", "energy", "ceilings"}),
     ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "sweeps"}),

@@ -135,3 +135,18 @@ def test_cache_states_order_as_the_physics_says(state_rows):
             # kernel time (events differ in kind: one launch with its latency vs back-to-back launches)
             assert t["rotating"]["kernel_us"] >= 0.98 * t["cold"]["kernel_us"], (variant, shape, t)
             assert t["rotating"]["buffer_sets"] * t["rotating"]["bytes"] >= 3 * l2  # the sets total >= 3x the L2
+
+
+def test_no_row_above_the_spec_goes_unflagged(state_rows):
+    for (variant, shape, mode), r in state_rows.items():
+        spec = r.get("spec_gbps")
+        if not spec:
+            pytest.skip(f"{r['gpu']} has no datasheet bandwidth in labkit.device.SPECS")
+        best = min(t for t in (r["time_us"], r.get("kernel_us")) if t)
+        model_gbps = r["bytes"] / (best * 1e-6) / 1e9
+        assert r["dram_guard"] in ("ok", "above-spec: served from L2", "above-spec: writes absorbed by L2"), \
+            (variant, shape, mode, r["dram_guard"], r.get("dram_note"))  # 'unexplained': physics or a bug
+        if model_gbps > spec:
+            assert r["dram_guard"].startswith("above-spec") and r["dram_note"], (variant, shape, mode, r)
+        if mode in ("cold-dirty", "rotating"):  # every byte crosses DRAM in the timed region
+            assert r["dram_guard"] == "ok", (variant, shape, mode, r.get("dram_note"))

@@ -125,6 +125,8 @@ CASES = {
     "host_bound": ({"host_bound": True}, "trust kernel_us", {"host_bound": None}),
     "throttled": ({"throttled": True, "sm_clock_min_mhz": 1500}, "down to 1500 MHz", {"throttled": None}),
     "fallback_path": ({"path": "fallback"}, "scalar fallback", {"path": "torch"}),
+    "dram_guard": ({"dram_note": "3532 GB/s by the byte model is above the 3350 GB/s DRAM spec: ..."},
+                   "above the 3350 GB/s DRAM spec", {"dram_note": None}),
     "near_roof": ({"pct_ceiling": 94.0}, "at 94 % of the DRAM (copy peak) ceiling: memory-bound and near the roof",
                   {"pct_ceiling": 94.0, "time_us": 6.0}),
     "far_from_roof": ({"pct_ceiling": 22.0}, "far from every roof", {"pct_ceiling": 22.0, "time_us": 6.0}),
