@@ -217,6 +217,8 @@ def cmd_peak(a):
     from .ceilings import device_facts
 
     f = device_facts(remeasure=a.remeasure)
+    if f is None:  # under a profiler, with no clean measurement of this GPU model
+        return 1
     fl = ", ".join(f"{m} " + (f"{x['overhead_us']:.2f} µs" if x.get("overhead_us") is not None else "unknown (no CUPTI)")
                    for m, x in f["floor"].items())
     print(f"{f['gpu']}: copy peak {f['copy_peak_gbps']:.0f} GB/s (torch copy {f['torch_copy_gbps']:.0f}, labkit w16 "

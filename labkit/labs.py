@@ -197,8 +197,10 @@ def share(flags, what: str = "shape") -> str:
 
 
 def facts(gpu: str) -> dict:
-    """The ceilings of `gpu` (labkit.ceilings' entry in results/<gpu>/device.json), else its recorded
-    copy peak (copy-peak.json), with the datasheet numbers under 'spec'; 'missing' names what is not there."""
+    """The ceilings of `gpu` (the entry in force of results/<gpu>/device.json: labkit.ceilings.in_force),
+    else its recorded copy peak (copy-peak.json), with the datasheet numbers under 'spec'; 'missing'
+    names what is not there."""
+    from .ceilings import in_force
     from .device import spec
     from .paths import gpu_slug, results_dir
 
@@ -207,7 +209,7 @@ def facts(gpu: str) -> dict:
         devices = list(json.loads((folder / "device.json").read_text()).get("devices", {}).values())
     except (OSError, ValueError):
         devices = []
-    entry = next((e for e in devices if e.get("gpu") == gpu), devices[0] if devices else None)
+    entry = in_force(devices, gpu) or in_force(devices)
     if entry:
         return {"spec": spec(gpu), **entry, "ref": f"results/{folder.name}/device.json", "missing": []}
     out = {"spec": spec(gpu), "missing": ["device.json (L2 and FMA ceilings, launch floor)"]}

@@ -223,11 +223,11 @@ def _dicts(rows) -> list[dict]:
 
 def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref: str | None = None) -> dict:
     """A recorded GPU's facts: the entry of results/<slug>/device.json that `ref` (a row's
-    peak_ref) names, else the newest of `gpu` (several physical GPUs of one model can have
-    measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
+    peak_ref) names, else (none, or one measured under a profiler: labkit.ceilings) the entry in
+    force for `gpu` (several physical GPUs of one model can have measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
     datasheet, and as the floor per mode the smallest event time among `rows` (that GPU's recorded
     rows, a DataFrame), an upper bound of the launch floor; `notes` says what is missing."""
-    from .ceilings import facts_file
+    from .ceilings import facts_file, in_force, ref_of
     from .device import spec
     from .paths import results_dir
 
@@ -235,13 +235,12 @@ def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref:
         devices = json.loads(facts_file(slug, root).read_text()).get("devices", {})
     except (OSError, ValueError):
         devices = {}
-    def ref_of(e):
-        return f"{slug}/device.json#{str(e.get('uuid', ''))[:13]}@{str(e.get('date', ''))[:10]}"
-
-    mine = sorted((e for e in devices.values() if not gpu or e.get("gpu") == gpu), key=lambda e: str(e.get("date")))
-    entry = next((e for e in mine if ref and ref_of(e) == ref), None) or (mine[-1] if mine else None)
+    named = next((e for e in devices.values() if ref and ref_of(slug, e) == ref), None)
+    entry = named if named and not named.get("profiled") else in_force(devices.values(), gpu)
     if entry:
-        return {**entry, "ref": ref_of(entry)}
+        notes = [f"the rows name {ref}, measured under a profiler: the ceilings shown are the entry in force, "
+                 f"{ref_of(slug, entry)}"] if named and named is not entry else []
+        return {**entry, "ref": ref_of(slug, entry), "notes": notes}
     dev = {"gpu": gpu, "spec": spec(gpu or ""), "floor": {}}
     ok = rows[rows["status"] == "ok"] if rows is not None and len(rows) else None
     try:

@@ -129,7 +129,7 @@ def _live(o, v, axes, shape, variant_s, rule):
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}
     if not rows:
         raise LabkitError(f"the run returned no row for {o.name} {variant_s} {shape_s}")
-    return rows, device_facts(), shape_s, properties()["arch"]
+    return rows, device_facts() or {}, shape_s, properties()["arch"]
 
 
 def _recorded(o, v, variant_s, shape, gpu, notes):

@@ -9,6 +9,7 @@ import pytest
 
 from labkit import cache_states, hints as H, roofline as R
 from labkit.errors import ConfigError, ToolMissingError
+from labkit.paths import RESULTS_DIR
 from labkit.recorded import NoRecordedData
 from labkit.why import Card, why
 
@@ -194,8 +195,16 @@ def test_card_recorded_add_f16x8():
     # cold/hot from the kernel times where the rows have them (they do since the blocking-kernel recordings)
     assert f["cold_hot_basis"] == "kernel"
     assert f["cold_hot"] == pytest.approx(rec["cold"]["kernel_us"] / rec["hot"]["kernel_us"])
-    # the ceiling is the device entry the row itself names (peak_ref): the physical GPU that measured it
-    expect = 100 * rec["cold"]["bytes"] / (rec["cold"]["kernel_us"] * 1e3) / rec["cold"]["peak_gbps"]
+    # the ceiling is the device entry the row itself names (peak_ref: the physical GPU that measured it),
+    # unless that entry was measured under a profiler: then the entry in force (labkit.ceilings)
+    from labkit.ceilings import in_force, ref_of
+
+    entries = json.loads((RESULTS_DIR / "nvidia-h200" / "device.json").read_text())["devices"].values()
+    named = next(e for e in entries if ref_of("nvidia-h200", e) == rec["cold"]["peak_ref"])
+    used = in_force(entries, "NVIDIA H200") if named.get("profiled") else named
+    assert f["facts_ref"] == ref_of("nvidia-h200", used)
+    assert named.get("profiled") == any("measured under a profiler" in n for n in f["notes"])
+    expect = 100 * rec["cold"]["bytes"] / (rec["cold"]["kernel_us"] * 1e3) / used["copy_peak_gbps"]
     assert f["ceiling"] == "DRAM (copy peak)" and f["pct_ceiling"] == pytest.approx(expect, rel=1e-6)
     assert f["ldg"] == {16: 2, 32: 8} and f["registers"] == 22
     assert f["bytes_model"] == 100663296 and f["bytes_ncu"] == pytest.approx(86925824)

@@ -24,14 +24,15 @@ _AXES = re.compile(r"\[(.*)\]$")
 
 
 def read_facts(root, gpu: str) -> dict:
-    """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it), with
-    the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
+    """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it; the
+    entry in force), with the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
+    from ..ceilings import in_force
+
     try:
         devices = json.loads((results_dir(root) / gpu_slug(gpu) / "device.json").read_text()).get("devices", {})
     except (OSError, ValueError):
         devices = {}
-    entries = list(devices.values())
-    entry = next((e for e in entries if e.get("gpu") == gpu), entries[0] if entries else {})
+    entry = in_force(devices.values(), gpu) or in_force(devices.values()) or {}
     return {"spec": spec(gpu), **entry}
 
 
