@@ -200,6 +200,8 @@ def cmd_list(a):
         print(f"  {'torch':14} {'any':5} baseline")
         for name, (default, values) in op.axes.items():
             print(f"  axis {name}: {', '.join(map(str, values))} (default {default})")
+    if not a.op:  # the cache states --mode takes (labkit.cache_states)
+        print("cache modes:\n" + "\n".join(f"  {s.name:11} {s.description}" for s in cache_states.STATES.values()))
     return 0
 
 

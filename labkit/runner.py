@@ -236,7 +236,7 @@ class Runner:
         from .device import properties
 
         found = of_row(rec, facts or {"l2_bytes": properties()["l2_bytes"]})
-        rec.update({k: x for k, x in found.items() if x is not None})
+        rec.update({key: x for key, x in found.items() if x is not None})
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:

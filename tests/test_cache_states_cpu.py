@@ -103,3 +103,11 @@ def test_timing_carries_out_each_states_declarations(monkeypatch):
     done.clear()
     before(), body()
     assert batch == 20 and done == [0] * 20
+
+
+def test_labkit_list_names_every_state(lukewarm, capsys):
+    from labkit.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"  {n:11} " in out for n in cache_states.names()) and "a test's state" in out
