@@ -4,7 +4,9 @@
 //    launch of a timed region is enqueued while the GPU waits, and no host cost can land between
 //    the start and stop events; a timeout ends the spin if the host never releases it (a crashed
 //    or stalled host must not hang the GPU), and says so;
-//  * lk_empty: a launch that does nothing, timed like a variant to measure the event floor.
+//  * lk_empty: a launch that does nothing, timed like a variant to measure the event floor;
+//  * lk_mark_begin / lk_mark_end: empty markers around each sample while CUPTI records the timed loop
+//    (labkit.cupti), outside its events: the kernels between a pair are that sample's.
 #include "labkit.cuh"
 
 LK_EXPORT const char* lk_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
@@ -61,6 +63,19 @@ __global__ void lk_empty_kernel() {}
 // The event floor: one block of one thread that does nothing, launched like a variant.
 LK_EXPORT int lk_empty(const lk_args*, cudaStream_t stream) {
   lk_empty_kernel<<<1, 1, 0, stream>>>();
+  return lk_launch_status();
+}
+
+__global__ void lk_mark_begin_kernel() {}
+__global__ void lk_mark_end_kernel() {}
+
+LK_EXPORT int lk_mark_begin(const lk_args*, cudaStream_t stream) {
+  lk_mark_begin_kernel<<<1, 1, 0, stream>>>();
+  return lk_launch_status();
+}
+
+LK_EXPORT int lk_mark_end(const lk_args*, cudaStream_t stream) {
+  lk_mark_end_kernel<<<1, 1, 0, stream>>>();
   return lk_launch_status();
 }
 

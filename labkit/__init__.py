@@ -50,16 +50,23 @@ def inline(op, name, source, kernel, dtype, width=1, block=256):
 
 def measure(fn, mode="cold", **rule):
     """Time `fn()` (GPU work on the current stream) with labkit's harness: warm-up, the blocking
-    kernel, L2 flush (cold) or CUDA graph (hot), adaptive sampling. Returns a Measurement
-    (`.summary.median` seconds, `.samples_s`, `.stop_reason`). triton's do_bench counterpart."""
+    kernel, the cache state's setup (labkit.cache_states: an L2 flush, a CUDA graph), adaptive
+    sampling. A rotating state takes a list of callables, one per input/output set (together >= 3x
+    the L2). Returns a Measurement (`.summary.median` seconds, `.samples_s`, `.stop_reason`).
+    triton's do_bench counterpart."""
+    from .cache_states import get
     from .config import make_rule
     from .device import require_gpu
-    from .timing import check_mode, measure as _measure
+    from .timing import measure as _measure
 
-    if not callable(fn):
+    state = get(mode)
+    fns = fn if isinstance(fn, (list, tuple)) and state.rotate else [fn]
+    if not fns or not all(callable(f) for f in fns):
         raise ConfigError(f"labkit.measure takes a callable that launches GPU work, e.g. "
                           f"labkit.measure(lambda: torch.add(a, b, out=c)); got a {type(fn).__name__}")
+    if state.rotate and not isinstance(fn, (list, tuple)):
+        raise ConfigError(f"mode {mode!r} cycles through buffer sets: pass a list of callables, one per "
+                          "input/output set, together >= 3x the L2 (one callable on one set is what 'hot' times)")
     r = make_rule(None, **rule)
-    check_mode(mode)
     require_gpu()
     return _measure(fn, mode, r)

@@ -7,8 +7,8 @@ import argparse
 import os
 import sys
 
+from . import cache_states
 from .errors import ConfigError, LabkitError
-from .timing import MODES
 
 EPILOG = """examples:
   labkit                                   seed 000's add table on this GPU (a summary without one)
@@ -42,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-w", "--width", type=int,
                    help="only variants of this vector width (needs --dtype; with -v, each one named must have it)")
     b.add_argument("-s", "--shapes", nargs="+", help="shapes like 4096x4096, 64MiB, 2^20+3 (default: the op's)")
-    b.add_argument("--mode", nargs="+", default=["cold"], choices=MODES,
-                   help="cold: L2 flushed before each sample; hot: back-to-back launches (CUDA graph)")
+    b.add_argument("--mode", nargs="+", default=["cold"], choices=cache_states.names(),
+                   help="cache states: " + "; ".join(f"{s.name}: {s.description}" for s in cache_states.STATES.values()))
     b.add_argument("--offset", type=int, default=0, help="start tensors this many elements into their buffer")
     b.add_argument("--axis", action="append", default=[], metavar="NAME=V1,V2",
                    help="sweep a tuning axis, e.g. block=128,256,512 (see `labkit list OP`)")
@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("variant")
     t.add_argument("shape", nargs="?")
     t.add_argument("-d", "--dtype")
-    t.add_argument("--mode", default="cold", choices=MODES)
+    t.add_argument("--mode", default="cold", choices=cache_states.names())
     t.add_argument("--pairs", type=int, default=20, help="A/B pairs of the same kernel (default 20)")
     _common(t)
     from .clocks.cli import add_reconcile_parser
@@ -224,6 +224,8 @@ def cmd_list(a):
         print(f"  {'torch':14} {'any':5} baseline")
         for name, (default, values) in op.axes.items():
             print(f"  axis {name}: {', '.join(map(str, values))} (default {default})")
+    if not a.op:  # the cache states --mode takes (labkit.cache_states)
+        print("cache modes:\n" + "\n".join(f"  {s.name:11} {s.description}" for s in cache_states.STATES.values()))
     return 0
 
 
@@ -241,11 +243,13 @@ def cmd_peak(a):
     from .ceilings import device_facts
 
     f = device_facts(remeasure=a.remeasure)
-    fl = f["floor"]
+    if f is None:  # under a profiler, with no clean measurement of this GPU model
+        return 1
+    fl = ", ".join(f"{m} " + (f"{x['overhead_us']:.2f} µs" if x.get("overhead_us") is not None else "unknown (no CUPTI)")
+                   for m, x in f["floor"].items())
     print(f"{f['gpu']}: copy peak {f['copy_peak_gbps']:.0f} GB/s (torch copy {f['torch_copy_gbps']:.0f}, labkit w16 "
           f"{f['labkit_w16_gbps']:.0f}; bytes read + written), L2 {f['l2_gbps']:.0f} GB/s, FP32 FMA {f['fma_tflops']:.1f} "
-          f"TFLOP/s; event overhead cold {fl['cold']['overhead_us']:.2f} µs, hot {fl['hot']['overhead_us']:.2f} µs "
-          f"(measured {f['date']}, {f['ref']})")
+          f"TFLOP/s; event overhead {fl} (measured {f['date']}, {f['ref']})")
     return 0
 
 

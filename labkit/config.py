@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from . import cache_states
 from .errors import ConfigError
 from .registry import Op, Variant, get_op
 from .spec import check_width
 from .stats import StopRule
-from .timing import check_mode
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mo
     if dtype is not None and v.dtype != dtype:
         raise ConfigError(f"{o.name} variant {v.name!r} runs on {v.dtype}, not {dtype}")
     s = o.parse_shape(shape) if shape is not None else o.default_shapes[0]
-    check_mode(mode)
+    cache_states.check(mode)
     if not isinstance(offset, int) or offset < 0:
         raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
     ax = o.check_axes(v, axes) if axes else ()
@@ -109,7 +109,7 @@ def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold"
         raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
     modes = _each(modes)
     for m in modes:
-        check_mode(m)
+        cache_states.check(m)
     if width is not None:
         if dtype is None:
             raise ConfigError("a vector width needs a dtype: widths are per dtype (see `labkit list`)")

@@ -174,7 +174,7 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
         return {"nvml": meter.why}
     est = max(estimate(fn), 1e-7)
     batch = max(1, min(HOT_MAX_BATCH, int(2e-3 / est)))
-    graph = _capture(fn, batch)
+    graph = _capture([fn] * batch)
 
     def replay():
         if graph is not None:

@@ -5,9 +5,10 @@ silent on another (tests/test_why_cpu.py); a rule without one fails that test.
 
 The facts are the `Card.facts` dict of labkit.why (missing measurements are None or absent, never
 guessed). Keys the rules read: time_us, kernel_us, mode, floor_event_us, floor_overhead_us,
-host_bound, pct_ceiling, ceiling, bound, access_bytes, width, itemsize, ldg ({bits: count}),
-registers, block_threads, blocks_per_sm, warps_per_sm, max_warps_per_sm, occupancy_limiter,
-shared_bytes, local_bytes, bytes_model, bytes_ncu, cold_hot, l2_bytes, throttled, sm_clock_min_mhz, path.
+host_bound, pct_ceiling, ceiling, bound, dram_note (labkit.guard), access_bytes, width, itemsize,
+ldg ({bits: count}), registers, block_threads, blocks_per_sm, warps_per_sm, max_warps_per_sm,
+occupancy_limiter, shared_bytes, local_bytes, bytes_model, bytes_ncu, cold_hot, l2_bytes, throttled,
+sm_clock_min_mhz, path.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from .cache_states import STATES
 from .sass import width_summary
 
 FLOOR_FACTOR = 2.0   # an event time under 2x the empty kernel's is mostly launch overhead
@@ -61,7 +63,8 @@ def _below_floor(f) -> bool:
 
 def _below_floor_text(f) -> str:
     t, fl = num(f, "time_us"), num(f, "floor_event_us")
-    fix = "use hot mode or a larger shape" if f.get("mode") == "cold" else "use a larger shape, or read kernel_us"
+    graph = f.get("mode") in STATES and STATES[f["mode"]].graph  # launches back to back: no launch gap
+    fix = "use a larger shape, or read kernel_us" if graph else "use hot mode or a larger shape"
     return (f"below the launch floor: {t:.2f} µs is {t / fl:.1f}x the smallest event time on this device "
             f"({fl:.2f} µs), so launch overhead is most of it: {fix}")
 
@@ -176,8 +179,10 @@ RULES = [
     Rule("fallback_path", lambda f: f.get("path") == "fallback",
          lambda f: "the launcher took the scalar fallback (the pointers' alignments differ), so the vector path "
                    "was not what ran"),
-    Rule("near_roof", lambda f: (num(f, "pct_ceiling") or 0) >= NEAR_ROOF_PCT and not _below_floor(f),
-         _near_roof_text),
+    # above the roof, the physics guard says why (L2 served or absorbed it, or the numbers are wrong)
+    Rule("dram_guard", lambda f: bool(f.get("dram_note")), lambda f: f["dram_note"]),
+    Rule("near_roof", lambda f: NEAR_ROOF_PCT <= (num(f, "pct_ceiling") or 0) and not _below_floor(f)
+         and not (num(f, "pct_ceiling") > 100 and f.get("dram_note")), _near_roof_text),
     Rule("far_from_roof", _far, _far_text),
     Rule("narrow_loads", _narrow, _narrow_text),
     Rule("width_mismatch", _width_mismatch, _width_mismatch_text),

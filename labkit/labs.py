@@ -3,6 +3,7 @@
 * start(): live on a GPU, else recorded mode, said at the top with where the recorded results come from;
 * rows(): an op's rows, measured now (labkit.bench) or recorded (results/<gpu>/<sweep>.jsonl, the
   newest row per GPU and configuration); sweep_files(): which recorded GPUs have a sweep file;
+  with_guard(): the physics guard's verdict and reason per row (labkit.guard);
   with_axes(): tuning-axis values as columns ('f16x8_pack[block=512]' -> block 512, defaults filled);
 * per_gpu(), side_by_side(), share(): one table per GPU, those tables next to each other (one GPU
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
@@ -141,6 +142,16 @@ def with_axes(df, op):
     return out
 
 
+def with_guard(df):
+    """The rows with the physics guard's verdict and reason (labkit.guard: dram_guard, dram_note), from
+    each GPU's ceilings (facts()): why a row sits above the copy peak or the datasheet, when it does."""
+    from .guard import of_row
+
+    fx = {g: facts(g) for g in set(df["gpu"])} if len(df) else {}
+    found = [of_row(r, fx[r["gpu"]]) for r in df.to_dict("records")]
+    return df.assign(dram_guard=[f["dram_guard"] for f in found], dram_note=[f["dram_note"] for f in found])
+
+
 def sweep_files(sweep: str) -> dict:
     """{gpu folder: results/<gpu>/<sweep>.jsonl or None} for every recorded GPU folder."""
     from .paths import results_dir
@@ -218,8 +229,10 @@ def share(flags, what: str = "shape") -> str:
 
 
 def facts(gpu: str) -> dict:
-    """The ceilings of `gpu` (labkit.ceilings' entry in results/<gpu>/device.json), else its recorded
-    copy peak (copy-peak.json), with the datasheet numbers under 'spec'; 'missing' names what is not there."""
+    """The ceilings of `gpu` (the entry in force of results/<gpu>/device.json: labkit.ceilings.in_force),
+    else its recorded copy peak (copy-peak.json), with the datasheet numbers under 'spec'; 'missing'
+    names what is not there."""
+    from .ceilings import in_force
     from .device import spec
     from .paths import gpu_slug, results_dir
 
@@ -228,7 +241,7 @@ def facts(gpu: str) -> dict:
         devices = list(json.loads((folder / "device.json").read_text()).get("devices", {}).values())
     except (OSError, ValueError):
         devices = []
-    entry = next((e for e in devices if e.get("gpu") == gpu), devices[0] if devices else None)
+    entry = in_force(devices, gpu) or in_force(devices)
     if entry:
         return {"spec": spec(gpu), **entry, "ref": f"results/{folder.name}/device.json", "missing": []}
     out = {"spec": spec(gpu), "missing": ["device.json (L2 and FMA ceilings, launch floor)"]}

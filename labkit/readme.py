@@ -73,20 +73,32 @@ def _table(head, rows) -> str:
 
 # ---- the blocks ---------------------------------------------------------------------------------
 def block_ceilings(root, args) -> str:
-    rows = []
+    """Per GPU, the entry in force (labkit.ceilings.in_force: the newest measured outside a profiler)
+    and how many entries its device.json holds; the event overhead of every cache state it measured."""
+    from .cache_states import names
+    from .ceilings import in_force
+
+    found = []
     for d in _gpus(root):
-        facts = _json(d / "device.json") or {}
-        for e in (facts.get("devices") or {}).values():
-            fl = e.get("floor", {})
-            spec = e.get("spec", {})
-            rows.append([e["gpu"], _f(e["copy_peak_gbps"], ".0f"), _f(spec.get("mem_gbps"), ".0f"), _f(e["l2_gbps"], ".0f"),
-                         _f(e["fma_tflops"], ".1f"), _f(spec.get("fp32_tflops"), ".1f"),
-                         _f(fl.get("cold", {}).get("overhead_us")), _f(fl.get("hot", {}).get("overhead_us")),
-                         e["date"][:10], e.get("commit")])
-    if not rows:
+        entries = list(((_json(d / "device.json") or {}).get("devices") or {}).values())
+        for gpu in dict.fromkeys(e["gpu"] for e in entries):
+            mine = [e for e in entries if e["gpu"] == gpu]
+            found.append((in_force(mine, gpu), mine))
+    if not found:
         return "_no device.json under results/ yet_\n"
+    states = [m for m in names() if any(m in (e or {}).get("floor", {}) for e, _ in found)]
+    rows = []
+    for e, mine in found:
+        held = f"{len(mine)} ({sum(bool(x.get('profiled')) for x in mine)} under a profiler, not used)"
+        if e is None:
+            rows.append([mine[0]["gpu"], *["–"] * (5 + len(states)), "none measured outside a profiler", "", held])
+            continue
+        fl, spec = e.get("floor", {}), e.get("spec", {})
+        rows.append([e["gpu"], _f(e["copy_peak_gbps"], ".0f"), _f(spec.get("mem_gbps"), ".0f"), _f(e["l2_gbps"], ".0f"),
+                     _f(e["fma_tflops"], ".1f"), _f(spec.get("fp32_tflops"), ".1f"),
+                     *[_f(fl.get(m, {}).get("overhead_us")) for m in states], e["date"][:10], e.get("commit"), held])
     return _table(["GPU", "copy peak GB/s", "spec GB/s", "L2 GB/s", "FMA TFLOP/s", "spec TFLOP/s",
-                   "event overhead cold µs", "hot µs", "measured", "commit"], rows) + "\n"
+                   *[f"event overhead {m} µs" for m in states], "measured", "commit", "entries"], rows) + "\n"
 
 
 def block_timing(root, args) -> str:

@@ -88,32 +88,36 @@ def _achieved(row: dict) -> tuple[float | None, str]:
 
 
 def _level(row: dict, facts: dict, bws: list) -> dict | None:
-    """The bandwidth ceiling the row's cache state puts it under: cold mode flushed the L2, so DRAM;
-    hot mode with the bytes moved within the L2's size, L2; hot and larger, DRAM; None when the mode
-    or the L2 size is not known (then the nearest ceiling above the point is taken)."""
-    if not bws:
+    """The bandwidth ceiling the row's cache state puts it under: DRAM where the state says some of
+    its bytes must cross DRAM (a flushed L2, rotating buffers, a working set larger than the L2), else
+    L2; None when the mode or the L2 size is not known (then the nearest ceiling above the point is taken)."""
+    from .cache_states import STATES
+
+    state, l2, nbytes = STATES.get(row.get("mode")), _num((facts or {}).get("l2_bytes")), _num(row.get("bytes"))
+    if not bws or state is None:
         return None
-    mode, l2 = row.get("mode"), _num((facts or {}).get("l2_bytes"))
+    if not (nbytes and l2):  # sizes unknown: only a state whose inputs always cross DRAM decides
+        return bws[0] if sum(state.dram(1, 0, None)) > 0 else None
     l2c = next((c for c in bws if c["name"] == "L2"), None)
-    if mode == "cold":
-        return bws[0]
-    if mode == "hot" and l2 and _num(row.get("bytes")):
-        return l2c if l2c and row["bytes"] <= l2 else bws[0]
-    return None
+    return bws[0] if sum(state.dram(nbytes, 0, l2)) > 0 else (l2c or bws[0])
 
 
 def place(row: dict, facts: dict | None) -> dict:
     """Where one row sits on this device's roofline: intensity, achieved gbps / tflops (basis:
     'kernel' or 'events'), roof_tflops (the DRAM roof at its intensity), its ceiling (the memory
     level its cache state implies, see _level, or the compute peak past the ridge; without a mode,
-    the lowest roof the point does not exceed by more than NEAR) and pct_ceiling (above 100 when
-    some traffic never reached that level, e.g. output still in L2), and bound ('memory' or
-    'compute': which side of the DRAM ridge it is on)."""
+    the lowest roof the point does not exceed by more than NEAR), pct_ceiling, bound ('memory' or
+    'compute': which side of the DRAM ridge it is on) and the physics guard's dram_guard and
+    dram_note (labkit.guard: why a point sits above the DRAM roof, when it does)."""
+    from .guard import of_row
+
     secs, basis = _achieved(row)
     nbytes = _num(row.get("bytes"))
     ai = intensity(row)
+    g = of_row(row, facts)
     out = {"intensity": ai, "basis": basis, "gbps": None, "tflops": None, "roof_tflops": None,
-           "ceiling": None, "ceiling_value": None, "pct_ceiling": None, "bound": None}
+           "ceiling": None, "ceiling_value": None, "pct_ceiling": None, "bound": None,
+           "dram_guard": g["dram_guard"], "dram_note": g["dram_note"]}
     if not secs or not nbytes:
         return out
     out["gbps"] = nbytes / secs / 1e9
@@ -181,8 +185,9 @@ def trace_data(rows, facts: dict | None, label: str = "variant") -> dict:
         g["x"].append(p["intensity"])
         g["y"].append(p["tflops"])
         where = f", {p['pct_ceiling']:.0f} % of {p['ceiling']}" if p["ceiling"] else ""
+        note = f"<br>{p['dram_note']}" if p["dram_note"] else ""  # why it sits above a roof, when it does
         g["text"].append(f"{r.get('op')} {r.get('variant')} {r.get('dtype', '')} {r.get('shape')} {r.get('mode', '')}: "
-                         f"{p['gbps']:.0f} GB/s{where} ({p['basis']} time)")
+                         f"{p['gbps']:.0f} GB/s{where} ({p['basis']} time){note}")
     ys = [y for g in groups.values() for y in g["y"]] + [y for ln in lines for y in ln["y"]]
     return {"ceilings": lines, "points": list(groups.values()),
             "x_range": [math.log10(lo), math.log10(hi)],
@@ -218,11 +223,11 @@ def _dicts(rows) -> list[dict]:
 
 def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref: str | None = None) -> dict:
     """A recorded GPU's facts: the entry of results/<slug>/device.json that `ref` (a row's
-    peak_ref) names, else the newest of `gpu` (several physical GPUs of one model can have
-    measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
+    peak_ref) names, else (none, or one measured under a profiler: labkit.ceilings) the entry in
+    force for `gpu` (several physical GPUs of one model can have measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
     datasheet, and as the floor per mode the smallest event time among `rows` (that GPU's recorded
     rows, a DataFrame), an upper bound of the launch floor; `notes` says what is missing."""
-    from .ceilings import facts_file
+    from .ceilings import facts_file, in_force, ref_of
     from .device import spec
     from .paths import results_dir
 
@@ -230,13 +235,12 @@ def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref:
         devices = json.loads(facts_file(slug, root).read_text()).get("devices", {})
     except (OSError, ValueError):
         devices = {}
-    def ref_of(e):
-        return f"{slug}/device.json#{str(e.get('uuid', ''))[:13]}@{str(e.get('date', ''))[:10]}"
-
-    mine = sorted((e for e in devices.values() if not gpu or e.get("gpu") == gpu), key=lambda e: str(e.get("date")))
-    entry = next((e for e in mine if ref and ref_of(e) == ref), None) or (mine[-1] if mine else None)
+    named = next((e for e in devices.values() if ref and ref_of(slug, e) == ref), None)
+    entry = named if named and not named.get("profiled") else in_force(devices.values(), gpu)
     if entry:
-        return {**entry, "ref": ref_of(entry)}
+        notes = [f"the rows name {ref}, measured under a profiler: the ceilings shown are the entry in force, "
+                 f"{ref_of(slug, entry)}"] if named and named is not entry else []
+        return {**entry, "ref": ref_of(slug, entry), "notes": notes}
     dev = {"gpu": gpu, "spec": spec(gpu or ""), "floor": {}}
     ok = rows[rows["status"] == "ok"] if rows is not None and len(rows) else None
     try:

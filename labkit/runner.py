@@ -3,21 +3,24 @@
 Every timed run is checked first: outputs poisoned (NaN / complement), one run, every element
 compared with a float64 reference. A variant that fails is recorded as failed, never timed. After
 timing, the output of the last timed launch is compared with the reference again, so a kernel
-that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two times:
-`time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI, what Nsight reports).
+that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two times of the
+same launches: `time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI records of
+those launches, what Nsight reports; labkit.cupti).
 """
 from __future__ import annotations
 
 import os
 import zlib
 
+from . import cache_states
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
+from .guard import of_row
 from .launch import launcher_for
 from .ranges import config_name, nvtx_range
 from .stats import median_interval
-from .timing import cupti_free, is_time, kernel_time, measure
+from .timing import is_time, measure
 from .verdicts import SAMPLES, compare_rows, keep_samples
 
 HOST_BOUND_ABS_US = 0.5   # event time may exceed kernel time by the floor plus max(0.5 µs, 3 %)
@@ -131,45 +134,51 @@ class Runner:
             raise lost
         return rec
 
-    def _inputs(self, cfg: Config):
+    def _inputs(self, cfg: Config, sets: int = 1):
+        """`sets` buffer sets [(inputs, outputs)] holding the same data (a rotating cache state cycles
+        through them), and the seed of that data."""
         import torch
 
         op, v = cfg.spec, cfg.variant
-        # inputs and outputs, a float64 reference of the outputs, and the chunked comparison
-        need = 3 * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
+        # inputs and outputs, a float64 reference of the outputs, the chunked comparison, other sets
+        need = (2 + sets) * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
         free, total = torch.cuda.mem_get_info()
         if need > free:
-            raise ConfigError(f"{op.name} {cfg.shape_s} needs about {need / 2**30:.1f} GiB of GPU memory; "
-                              f"{free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free")
+            raise ConfigError(f"{op.name} {cfg.shape_s} ({sets} buffer set(s)) needs about {need / 2**30:.1f} GiB of "
+                              f"GPU memory; {free / 2**30:.1f} GiB of {total / 2**30:.1f} GiB are free")
         seed = zlib.crc32(f"{op.name} {v.dtype} {cfg.shape_s} {cfg.offset}".encode())  # same data in any process
-        gen = torch.Generator(device="cuda").manual_seed(seed)
-        inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
-        outputs = op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)
+        out = []
+        for _ in range(sets):
+            gen = torch.Generator(device="cuda").manual_seed(seed)
+            inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
+            out.append((inputs, op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
         if op.validate:
-            op.validate(inputs, cfg.shape, v.dtype)
-        return inputs, outputs, seed
+            op.validate(out[0][0], cfg.shape, v.dtype)
+        return out, seed
 
     def _run(self, cfg: Config) -> dict:
         import torch
+
+        from .device import properties
 
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         self.phase("compile")
         with nvtx_range("compile"):
             launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
-        inputs, outputs, seed = self._inputs(cfg)
-        if v.is_torch:
-            def go():
-                op.torch_impl(inputs, outputs, shape, v.dtype)
-        else:
-            ints, floats = op.params(shape, v.dtype)
-            go = launcher.prepare([*inputs, *outputs], ints, floats)
+        state = cache_states.get(cfg.mode)
+        set_bytes = sum(op.footprint(shape, v.dtype)) if op.footprint else op.bytes_moved(shape, v.dtype)
+        nsets = state.sets(set_bytes, properties()["l2_bytes"]) if cfg.timed else 1
+        sets, seed = self._inputs(cfg, nsets)
+        launches = [_launch(op, v, launcher, shape, ins, outs) for ins, outs in sets]
+        (inputs, outputs), go = sets[0], launches[0]
 
         rtol, atol = op.tol(shape, v.dtype)
         with nvtx_range("check"):
             refs = op.reference(inputs, shape, v.dtype)
-            for out, ref in zip(outputs, refs):
-                poison(out, ref)
+            for _, outs in sets:  # every set: a set the timed launches never wrote fails the recheck
+                for out, ref in zip(outs, refs):
+                    poison(out, ref)
             path = go()
             torch.cuda.synchronize()
             results = [compare(o, r, rtol, atol, f"output {k}") for k, (o, r) in enumerate(zip(outputs, refs))]
@@ -183,22 +192,18 @@ class Runner:
             return {**base, "status": "ok"}
 
         self.phase("timed")
-        m = measure(go, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy)
+        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy, kernels=self.kernel_time)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
-            refs = op.reference(inputs, shape, v.dtype)
-            again = [compare(o, r, rtol, atol, f"output {k} after timing") for k, (o, r) in enumerate(zip(outputs, refs))]
+            refs = op.reference(inputs, shape, v.dtype)  # every set holds the same inputs
+            again = [compare(o, r, rtol, atol, f"output {k}{f' of set {j}' if j else ''} after timing")
+                     for j, (_, outs) in enumerate(sets) for k, (o, r) in enumerate(zip(outs, refs))]
             del refs
         worse = [r for r in again if not r.ok]
         if worse:
             return {**base, "status": "failed", "recheck": "failed",
                     "error": f"right when checked, wrong after {m.summary.n * m.batch} timed launches: {worse[0].message}"}
-        out = {**base, "status": "ok", "recheck": "ok", **_timing_fields(m)}
-        if out["status"] == "ok" and self.kernel_time and cupti_free():
-            with nvtx_range("kernel time"):
-                k = kernel_time(go, cfg.mode)
-            out["kernel_us"], out["kernels"] = (k[0] * 1e6, k[1]) if k else (None, None)
-        return out
+        return {**base, "status": "ok", "recheck": "ok", **_timing_fields(m)}
 
     # ---- derived fields -------------------------------------------------------------------------
     def _derive(self, cfg: Config, rec: dict) -> None:
@@ -229,6 +234,11 @@ class Runner:
             rec["overhead_us"] = rec["time_us"] - k
             rec["kernel_gbps"] = rec["bytes"] / (k * 1e-6) / 1e9
             rec["host_bound"] = host_bound(rec["time_us"], k, rec.get("floor_us"), rec.get("kernels") or 1)
+        # the physics guard: the DRAM traffic this time implies against the datasheet (labkit.guard)
+        from .device import properties
+
+        found = of_row(rec, facts or {"l2_bytes": properties()["l2_bytes"]})
+        rec.update({key: x for key, x in found.items() if x is not None})
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:
@@ -243,6 +253,14 @@ class Runner:
                 vs = compare_rows(rec, base)
                 if vs:
                     rec.update(vs_torch_lo=vs.lo, vs_torch_hi=vs.hi, vs_torch_verdict=vs.verdict)
+
+
+def _launch(op, v, launcher, shape, inputs, outputs):
+    """One buffer set's launch: the torch baseline's call, or the variant's launcher packed once."""
+    if v.is_torch:
+        return lambda: op.torch_impl(inputs, outputs, shape, v.dtype)
+    ints, floats = op.params(shape, v.dtype)
+    return launcher.prepare([*inputs, *outputs], ints, floats)
 
 
 def _rule_fields(rule) -> dict:
@@ -260,6 +278,10 @@ def _timing_fields(m) -> dict:
            "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,
            "converged": m.stop_reason == "converged", "method": m.method, "batch": m.batch, "blocking": m.blocking,
            "block_timeouts": m.timeouts, "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
+    if cache_states.get(m.mode).rotate:
+        out["buffer_sets"] = m.sets
+    if m.kernels:  # the same samples' kernels (labkit.cupti): kernel_us, kernels, overlap_us, cupti
+        out.update(m.kernels)
     if m.energy:
         e = m.energy
         out["nvml"] = e.get("nvml")

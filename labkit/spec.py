@@ -74,6 +74,8 @@ class Op:
     reference: Callable                           # (inputs, shape, dtype) -> list[Tensor] (float64 or exact)
     torch_impl: Callable                          # (inputs, outputs, shape, dtype): writes outputs (or replaces outputs[k])
     bytes_moved: Callable                         # (shape, dtype) -> int (read + written)
+    footprint: Callable | None = None             # (shape, dtype) -> (bytes read, bytes written), each byte once:
+    #                                               what a cold L2 must fetch / take (labkit.guard)
     launch: str = ""                              # launcher template, e.g. "launch_add<{ctype}, {width}, {access}>"
     kernel: str = ""                              # kernel template, e.g. "add_kernel<{ctype}, {width}, {access}>"
     args: dict = field(default_factory=dict)      # op-level template values (e.g. the functor of a unary op)

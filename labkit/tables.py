@@ -2,7 +2,8 @@
 
 Every timed line shows both times: the CUDA-event time (`time_us`) and the kernels' own time from
 CUPTI (`kernel`), the one Nsight reports; `HOST-BOUND` marks a row whose event time exceeds its
-kernel time by more than the device's event overhead (labkit.runner.host_bound)."""
+kernel time by more than the device's event overhead (labkit.runner.host_bound), `ABOVE-SPEC` one
+whose byte model implies more than the DRAM datasheet allows, with the physics guard's reason (labkit.guard)."""
 from __future__ import annotations
 
 from .timing import is_time
@@ -37,6 +38,8 @@ def row_line(r: dict) -> str:
     noise = (f"noise {_fmt(100 * r['noise'] if r.get('noise') is not None else None, '.1f')}%{median} "
              f"{r.get('stop_reason', '')}")
     flag = "  HOST-BOUND" if r.get("host_bound") else ""
+    if str(r.get("dram_guard") or "").startswith("above-spec"):  # labkit.guard: faster than DRAM allows
+        flag += f"  {str(r['dram_guard']).upper()}"
     return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {vs_torch_text(r):<34} {noise}{path}{flag}")
 
 
@@ -59,6 +62,10 @@ def seed_table(rows, op=None) -> str:
     if bound:
         lines.append(f"{len(bound)} row(s) HOST-BOUND: event time exceeds kernel time by more than this GPU's event "
                      "overhead; trust the kernel time there")
+    above = [r for r in rows if str(r.get("dram_guard") or "").startswith("above-spec")]
+    if above:
+        lines.append(f"{len(above)} row(s) ABOVE-SPEC: the byte model's bandwidth exceeds the DRAM datasheet; e.g. "
+                     f"{above[0]['variant']} {above[0]['shape']} {above[0]['mode']}: {above[0].get('dram_note')}")
     return "\n".join(lines)
 
 

@@ -1,9 +1,11 @@
-"""Timing with CUDA events, in a region no host can reach into. Cache state is an axis:
+"""Timing with CUDA events, in a region no host can reach into. Cache state is an axis, each state
+a class of labkit.cache_states whose declarations this module carries out:
 
-* cold: the L2 is flushed before every sample (a read of a buffer twice the L2 size, before the
-  start event) and each sample is one launch. The flush reads rather than writes: a memset leaves
-  the L2 full of dirty lines whose write-back then overlaps the timed kernel (H200: bimodal 6/20 µs).
-* hot: `batch` back-to-back launches captured in a CUDA graph; a sample is one replay / batch.
+* a flush before each sample's start event: a read of a buffer twice the L2 size (`cold`: clean
+  lines left) or a write of it (`cold-dirty`: dirty lines left, whose write-back the kernel pays);
+  a sample is then one launch;
+* or a CUDA graph of `batch` back-to-back launches, a sample being one replay / batch (`hot`), the
+  launches cycling through several buffer sets where the state rotates them (`rotating`).
 
 Every group of samples is enqueued behind the blocking kernel (kernels/harness.cu, nvbench's
 method): the GPU spins on a host flag while the host enqueues flush, start event, launch, stop
@@ -13,14 +15,16 @@ event, on any host. The spin has a timeout; a group whose blocking kernel timed 
 If the blocking kernel cannot be used, a fixed spin (`torch.cuda._sleep`) stands in and the rows
 say `blocking: "spin"`: trust them only where the kernel outlasts the host's enqueue.
 
-`kernel_time` adds the kernels' own durations from CUPTI (torch.profiler), what Nsight reports.
-Sampling stops by the StopRule (noise target, sample cap, time budget); the reason is recorded.
+With `kernels`, the timed loop runs under CUPTI (labkit.cupti) and every sample also gets its own
+kernels' durations, what Nsight reports. Sampling stops by the StopRule (noise target, sample cap,
+time budget); the reason is recorded.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import functools
+import itertools
 import os
 import sys
 import time
@@ -28,12 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import cache_states
 from .errors import ConfigError
 from .stats import StopRule, Summary, summarize
 
-MODES = ("cold", "hot")
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
-GROUP = {"cold": 16, "hot": 4}  # samples enqueued per blocked group
 _flush_buf: dict = {}
 
 
@@ -50,20 +53,14 @@ class Measurement:
     sm_clock_mhz: int | None
     throttled: bool
     energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
+    kernels: dict | None = None  # the same samples' kernels from CUPTI (labkit.cupti.per_launch)
+    sets: int = 1                # buffer sets the launches cycled through
 
 
 def is_time(x) -> bool:
     """A duration that may be shown as one: a finite number > 0 (a broken timer's or a damaged file's
     NaN, inf or 0 is not a measurement)."""
     return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and bool(np.isfinite(x)) and x > 0
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        from .spec import suggest
-
-        raise ConfigError(f"unknown cache mode {mode!r}; modes are {', '.join(MODES)}{suggest(mode, MODES)}")
-    return mode
 
 
 # ---- the blocking kernel ------------------------------------------------------------------------
@@ -157,26 +154,60 @@ def _flush_buffer():
     return _flush_buf[dev]
 
 
-def flush_l2() -> None:
-    """A read of twice the L2 size (clean lines left behind), on the current stream."""
+def _read_flush() -> None:
     import torch
 
     buf, sink = _flush_buffer()
     torch.sum(buf, dim=0, out=sink)
 
 
-def _run_samples(one_sample, rule: StopRule, group: int):
-    """Record groups of samples behind the blocking kernel, synchronise, apply the stop rule.
-    Returns (samples_s, stop_reason, blocking, timeouts)."""
+def _write_flush() -> None:
+    _flush_buffer()[0].zero_()
+
+
+# a cache state's `flush`: what runs on the current stream before a sample's start event
+FLUSHES = {"read": _read_flush,    # twice the L2 size read: clean lines left behind
+           "write": _write_flush}  # twice the L2 size written: dirty lines left behind
+
+
+def flush(kind: str | None) -> None:
+    """The flush a cache state declares (None: nothing)."""
+    if kind is None:
+        return
+    if kind not in FLUSHES:
+        raise ConfigError(f"unknown flush {kind!r}; flushes are {', '.join(FLUSHES)}")
+    FLUSHES[kind]()
+
+
+@dataclass
+class Loop:
+    samples: list        # seconds, per kept sample
+    reason: str          # why sampling stopped
+    blocking: str        # "kernel" or "spin"
+    timeouts: int        # groups discarded
+    kept: list           # per enqueued sample, in order: kept (True) or discarded with its group
+
+
+def _run_samples(before, body, rule: StopRule, group: int, probe=None) -> Loop:
+    """Record groups of samples behind the blocking kernel, synchronise, apply the stop rule. A
+    sample: before() (a flush, outside the events), start event, body(), stop event; with `probe`
+    (labkit.cupti), its marker kernels right outside the two events."""
     import torch
 
-    blk_used, timeouts, samples, t0 = "kernel", 0, [], time.perf_counter()
+    blk_used, timeouts, samples, kept, t0 = "kernel", 0, [], [], time.perf_counter()
     while True:
         evs = []
         with blocked() as held:
             for _ in range(group):
                 s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                one_sample(s, e)
+                before()
+                if probe:
+                    probe.begin()
+                s.record()
+                body()
+                e.record()
+                if probe:
+                    probe.end()
                 evs.append((s, e))
         torch.cuda.current_stream().synchronize()
         if not held:
@@ -184,6 +215,7 @@ def _run_samples(one_sample, rule: StopRule, group: int):
         elif blocker().timed_out():
             # the host took longer than the timeout to enqueue: the group may hold host time
             timeouts += 1
+            kept += [False] * group
             if timeouts >= 3:
                 # a tool that runs launches one at a time (ncu) never lets the GPU wait for the host:
                 # go on with the spin, and the rows say so
@@ -192,53 +224,60 @@ def _run_samples(one_sample, rule: StopRule, group: int):
                       "serializes launches?); timing goes on with the spin fallback (rows say blocking: spin)",
                       file=sys.stderr)
             continue
+        kept += [True] * group
         samples += [s.elapsed_time(e) * 1e-3 for s, e in evs]
         reason = rule.reason(samples, time.perf_counter() - t0)
         if reason:
-            return samples, reason, blk_used, timeouts
+            return Loop(samples, reason, blk_used, timeouts, kept)
 
 
-HOT_TARGET_S = 2e-3  # a hot sample's length: the graph's own launch cost (~3 µs) over >= ~50 launches
+HOT_TARGET_S = 2e-3  # a graph sample's length: the graph's own launch cost (~3 µs) over >= ~50 launches
 HOT_MAX_BATCH = 1000
 
 
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
-            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False) -> Measurement:
+            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False,
+            kernels: bool = False) -> Measurement:
     """Time `fn()`, which launches GPU work on the current stream (triton's `do_bench`
-    counterpart): warm-up, then samples until the stop rule says so. With `ranges`, the warm-up
-    and the timed loop sit in NVTX ranges 'warmup' and 'timed <mode>'. With `energy`, NVML power
-    clocks over the timed loop and energy per launch from the launches back to back (in an NVTX
-    range 'energy' of its own) are added (`Measurement.energy`)."""
+    counterpart): warm-up, then samples in cache state `mode` until the stop rule says so. `fn`
+    may be a list of launches, one per buffer set, which the samples cycle through (a rotating
+    state needs them). With `ranges`, the warm-up and the timed loop sit in NVTX ranges 'warmup' and
+    'timed <mode>'. With `energy`, NVML power clocks over the timed loop and energy per launch from
+    the launches back to back (in an NVTX range 'energy' of its own) are added (`Measurement.energy`).
+    With `kernels` (and CUPTI free: not under Nsight), the timed loop runs under CUPTI and the same
+    samples' kernel durations are added (`Measurement.kernels`, labkit.cupti.per_launch)."""
     from .ranges import nvtx_range
 
-    check_mode(mode)
+    state = cache_states.get(mode)
+    fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
+    if not fns or not all(callable(f) for f in fns):
+        raise ConfigError("measure takes a callable that launches GPU work, or a list of them (one per buffer set)")
     rule = rule or StopRule()
     phase = nvtx_range if ranges else (lambda name: contextlib.nullcontext())
     with phase("warmup"):
-        _warmup(fn, warmup_s, mode)
+        _warmup(fns[0], warmup_s, state)
     with phase(f"timed {mode}"):
-        m = _measure(fn, mode, rule, hot_target_s, energy)
+        m = _measure(fns, state, rule, hot_target_s, energy, kernels)
     if m.energy and m.energy.get("nvml") == "ok":
         # clocks and throttling from the timed loop; energy from the launches back to back (see
         # energy.sustained), after the timed loop and in a range of its own
         from .energy import sustained
 
         with phase("energy"):
-            b2b = sustained(fn)
+            b2b = sustained(fns[0])
         keep = {k: v for k, v in m.energy.items() if k.startswith(("sm_clock", "temp", "nvml"))}
         m.energy = {**b2b, **keep, "throttled": bool(m.energy.get("throttled") or b2b.get("throttled"))}
         m.throttled = m.throttled or m.energy["throttled"]
     return m
 
 
-def _warmup(fn, warmup_s: float, mode: str) -> None:
+def _warmup(fn, warmup_s: float, state) -> None:
     """At least 3 calls and warmup_s of wall time (module load, caches, clocks). Every kernel the
     timed loop enqueues behind the blocking kernel runs here first: a lazily loaded module must not
     be loaded while the GPU spins."""
     import torch
 
-    if mode == "cold":
-        flush_l2()
+    flush(state.flush)
     t0, calls = time.perf_counter(), 0
     while calls < 3 or time.perf_counter() - t0 < warmup_s:
         fn()
@@ -248,9 +287,9 @@ def _warmup(fn, warmup_s: float, mode: str) -> None:
     torch.cuda.current_stream().synchronize()
 
 
-def _capture(fn, batch: int):
-    """A CUDA graph of `batch` calls of fn on the current stream, or None where capture fails.
-    Uses capture_begin/end directly: torch.cuda.graph() also runs gc.collect() (slow in a notebook)."""
+def _capture(calls: list):
+    """A CUDA graph of `calls` (callables, in order) on the current stream, or None where capture
+    fails. Uses capture_begin/end directly: torch.cuda.graph() also runs gc.collect() (slow in a notebook)."""
     import torch
 
     g = torch.cuda.CUDAGraph()
@@ -261,8 +300,8 @@ def _capture(fn, batch: int):
         with torch.cuda.stream(side):
             g.capture_begin()
             try:
-                for _ in range(batch):
-                    fn()
+                for f in calls:
+                    f()
             finally:
                 g.capture_end()
     except Exception:
@@ -272,46 +311,44 @@ def _capture(fn, batch: int):
     return g
 
 
-def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
+def _sample(state, fns, hot_target_s):
+    """(before, body, batch, method) of one sample in `state`: a flush then one launch (the buffer
+    sets taken in turn), or a graph of back-to-back launches cycling through the sets."""
+    before = (lambda: flush(state.flush)) if state.flush else (lambda: None)
+    if not state.graph:
+        turn = itertools.cycle(fns)
+        return before, (fns[0] if len(fns) == 1 else lambda: next(turn)()), 1, "events"
+    # batch so that one sample lasts ~hot_target_s: the replay's fixed cost per launch stays under
+    # ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch, H100); whole
+    # cycles through the buffer sets
+    est = estimate(fns[0])
+    batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
+    batch = len(fns) * max(1, round(batch / len(fns)))
+    calls = [fns[i % len(fns)] for i in range(batch)]
+    graph = _capture(calls)
+    if graph is not None:
+        return before, graph.replay, batch, "graph"
+
+    def loop():
+        for f in calls:
+            f()
+    return before, loop, batch, "loop"
+
+
+def _measure(fns, state, rule, hot_target_s, energy, kernels) -> Measurement:
+    from .cupti import Probe, cupti_free, per_launch
     from .device import sm_clock
     from .energy import Sampler
 
     clock0, thr0 = sm_clock()
     meter = Sampler() if energy else None
-    if mode == "cold":
-        def cold(s, e):
-            flush_l2()  # read-only flush: L2 left holding clean lines
-            s.record()
-            fn()
-            e.record()
-
-        if meter:
-            meter.start()
-        samples, reason, blocking, timeouts = _run_samples(cold, rule, GROUP["cold"])
-        method, batch = "events", 1
-    else:
-        # batch so that one sample lasts ~hot_target_s: the replay's fixed cost per launch stays under
-        # ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch, H100)
-        est = estimate(fn)
-        batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
-        graph = _capture(fn, batch)
-        method = "graph" if graph is not None else "loop"
-
-        def run():
-            for _ in range(batch):
-                fn()
-
-        replay = graph.replay if graph is not None else run
-
-        def hot(s, e):
-            s.record()
-            replay()
-            e.record()
-
-        if meter:
-            meter.start()
-        samples, reason, blocking, timeouts = _run_samples(hot, rule, GROUP["hot"])
-        samples = [x / batch for x in samples]
+    before, body, batch, method = _sample(state, fns, hot_target_s)
+    probe = Probe() if kernels and cupti_free() else None
+    if meter:
+        meter.start()
+    with probe or contextlib.nullcontext():
+        loop = _run_samples(before, body, rule, state.group, probe)
+    samples = [x / batch for x in loop.samples]
     # clocks, temperature and throttling over the loop; its energy would count the idle time between
     # samples, so energy per launch comes from the launches back to back (energy.sustained, in measure)
     power = meter.stop(launches=0) if meter else None
@@ -319,8 +356,9 @@ def _measure(fn, mode, rule, hot_target_s, energy) -> Measurement:
     clock = clock1 if clock1 is not None else clock0
     if power and power.get("throttled"):
         thr1 = True
-    return Measurement(summarize(samples), samples, reason, mode, method, batch, blocking, timeouts, clock,
-                       bool(thr0 or thr1), power)
+    return Measurement(summarize(samples), samples, loop.reason, state.name, method, batch, loop.blocking,
+                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns),
+                       kernels=per_launch(probe, samples, loop.kept, batch, state.graph) if probe else None)
 
 
 def estimate(fn) -> float:
@@ -335,64 +373,3 @@ def estimate(fn) -> float:
         e.record()
     torch.cuda.current_stream().synchronize()
     return s.elapsed_time(e) * 1e-3 / 5
-
-
-# ---- CUPTI kernel durations -----------------------------------------------------------------------
-_flush_kernels: dict = {}
-
-
-def _gpu_events(body, reps):
-    import warnings
-
-    import torch
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    try:
-        with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle here
-            warnings.simplefilter("ignore", UserWarning)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(reps):
-                    body()
-                torch.cuda.current_stream().synchronize()
-    except RuntimeError:
-        return None
-    # kineto's raw records, not prof.events(): that builds a FunctionEvent tree of every runtime
-    # call, milliseconds per configuration that a sweep pays for nothing
-    ev = [e for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA]
-    return [e.duration_ns() * 1e-3 for e in sorted(ev, key=lambda e: e.start_ns())]
-
-
-def cupti_free() -> bool:
-    """False under Nsight Systems / Compute: they inject into the CUDA driver
-    (CUDA_INJECTION64_PATH) and hold CUPTI, and their own times are then the record."""
-    import os
-
-    return not os.environ.get("CUDA_INJECTION64_PATH")
-
-
-def kernel_time(fn, mode: str = "cold", reps: int = 10) -> tuple[float, int] | None:
-    """(median GPU time of `fn`'s own kernels (and memsets/copies) per call in seconds, how many
-    of them one call runs), from CUPTI activity records through torch.profiler: what Nsight Systems
-    reports as kernel durations, without the per-launch overhead that event timing includes. Cold
-    calls follow an L2 flush, as in `measure`; the flush's own kernels (counted once per process)
-    are left out. None when the profiler records nothing usable (e.g. CUPTI taken by another tool)."""
-    check_mode(mode)
-    if mode == "cold":
-        dev = _flush_buffer()[0].device
-        if dev not in _flush_kernels:
-            pre = _gpu_events(flush_l2, 3)
-            _flush_kernels[dev] = len(pre) / 3 if pre is not None else -1
-        n_pre = _flush_kernels[dev]
-        ev = _gpu_events(lambda: (flush_l2(), fn()), reps)
-    else:
-        n_pre = 0
-        ev = _gpu_events(fn, reps)
-    if not ev or n_pre != int(n_pre) or n_pre < 0:
-        return None
-    per = len(ev) / reps
-    if per != int(per) or per <= n_pre:
-        return None
-    per, n_pre = int(per), int(n_pre)
-    times = [sum(ev[i * per + n_pre:(i + 1) * per]) for i in range(reps)]
-    return float(np.median(times)) * 1e-6, per - n_pre

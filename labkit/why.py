@@ -1,7 +1,7 @@
 """Why is it slow: a diagnosis card per variant (`labkit.why(...)`, `labkit why OP VARIANT SHAPE`,
 the explorer's panel). One card gathers what explains a time:
 
-* time (events and kernel) in the chosen mode, the other mode beside it, the cold/hot ratio;
+* time (events and kernel) in the chosen mode, the other cache states beside it, the cold/hot ratio;
 * its place on the roofline: % of the nearest ceiling (labkit.roofline, this device's facts);
 * bytes the model counts vs bytes Nsight Compute saw in DRAM (run live when ncu is there, else the
   recorded ncu output, else the command to run elsewhere: never invented);
@@ -11,7 +11,7 @@ the explorer's panel). One card gathers what explains a time:
 * the launch floor (the empty kernel's event time on this device), NVML power and energy;
 * hints from labkit.hints' rule table.
 
-Live (a GPU, recorded=False): the config runs in cold and hot mode in this process (labkit.session,
+Live (a GPU, recorded=False): the config runs in every cache state in this process (labkit.session,
 workers=False) with kernel time and NVML energy. Recorded (no GPU, or recorded=True): the rows from
 results/<gpu>/*.jsonl and that GPU's results/<gpu>/device.json.
 """
@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 
+from .cache_states import check, names
 from .errors import LabkitError
 from .verdicts import SAMPLES, vs_torch_text
 
@@ -65,7 +66,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
         ncu: bool = True, gpu: str | None = None, **rule) -> Card:
     """The diagnosis card of one variant (a name, or NAME[axis=value] for tuning axes) at `shape`
     (default: live, the op's largest default shape; recorded, the largest recorded one). `mode`
-    picks the headline time; both modes are shown. Recorded mode is used without a GPU; `gpu`
+    picks the headline time; the other states are shown. Recorded mode is used without a GPU; `gpu`
     picks a recorded GPU (slug or name) when several are recorded. `ncu=False` skips Nsight Compute;
     `rule` sets a live run's StopRule as in labkit.bench (e.g. budget_s=0.3)."""
     from . import dtypes
@@ -73,9 +74,8 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     from .hints import hints
     from .nsight.names import split_variant
     from .registry import get_op
-    from .timing import check_mode
 
-    check_mode(mode)
+    check(mode)
     rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
     o = get_op(op)
     name, axes = split_variant(variant)
@@ -124,13 +124,13 @@ def _live(o, v, axes, shape, variant_s, rule):
 
     shape_s = o.format_shape(o.parse_shape(shape) if shape is not None else
                              max(o.default_shapes, key=lambda s: o.bytes_moved(s, v.dtype)))
-    cfgs = plan(o, [v], v.dtype, [shape_s], ("cold", "hot"), rule=rule, axes={k: [x] for k, x in axes} or None,
+    cfgs = plan(o, [v], v.dtype, [shape_s], names(), rule=rule, axes={k: [x] for k, x in axes} or None,
                 baseline=not v.is_torch)
     recs = run(cfgs, ResultLog(), title=f"why {o.name}", progress=False, workers=False, kernel_time=True, energy=True)
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}
     if not rows:
         raise LabkitError(f"the run returned no row for {o.name} {variant_s} {shape_s}")
-    return rows, device_facts(), shape_s, properties()["arch"]
+    return rows, device_facts() or {}, shape_s, properties()["arch"]
 
 
 def _recorded(o, v, variant_s, shape, gpu, notes):
@@ -188,16 +188,15 @@ def _num(x):
 def _timing(rows: dict, mode: str, dev: dict, notes: list) -> dict:
     from .roofline import place
 
-    r = rows.get(mode)
-    if r is None:
+    if mode not in rows:
         notes.append(f"no {mode}-mode row: showing {next(iter(rows))} mode")
         mode = next(iter(rows))
-        r = rows[mode]
+    r = rows[mode]
     out = {"status": r.get("status"), "error": r.get("error"), "path": r.get("path"), "time_mode": mode}
     for k in ("time_us", "kernel_us", "q1_us", "q3_us", "noise", "samples", "host_bound", "vs_torch", "vs_torch_lo",
               "vs_torch_hi", "vs_torch_verdict", SAMPLES, "gbps", "pct_peak", "sm_clock_mhz"):
         out[k] = _num(r.get(k))
-    for m in ("cold", "hot"):
+    for m in dict.fromkeys(("cold", "hot", *rows)):  # the cold/hot ratio's two, then every state measured
         out[f"{m}_us"] = _num((rows.get(m) or {}).get("time_us"))
         out[f"{m}_kernel_us"] = _num((rows.get(m) or {}).get("kernel_us"))
     kc, kh, ec, eh = out["cold_kernel_us"], out["hot_kernel_us"], out["cold_us"], out["hot_us"]
@@ -208,7 +207,7 @@ def _timing(rows: dict, mode: str, dev: dict, notes: list) -> dict:
                floor_overhead_us=floor.get("overhead_us"), floor_source=floor.get("source", "an empty kernel's (device facts)"))
     roof = place(r, dev) if r.get("status") == "ok" else {}
     out.update({k: roof.get(k) for k in ("intensity", "basis", "tflops", "roof_tflops", "ceiling", "ceiling_value",
-                                         "pct_ceiling", "bound")})
+                                         "pct_ceiling", "bound", "dram_guard", "dram_note")})
     out["roof_gbps"] = roof.get("gbps")
     spec = dev.get("spec") or {}
     out.update(copy_peak_gbps=dev.get("copy_peak_gbps"), l2_gbps=dev.get("l2_gbps"), fma_tflops=dev.get("fma_tflops"),
@@ -321,8 +320,9 @@ def _f(x, fmt="{:.2f}"):
 def _time(f) -> str:
     basis = {"events": "event"}.get(f.get("cold_hot_basis"), f.get("cold_hot_basis") or "n/a")
     torch = f"; time {vs_torch_text(f)}" if f.get("vs_torch") else ""
+    states = " / ".join(f"{m} {_f(f.get(f'{m}_us'))}" for m in names() if f.get(f"{m}_us") is not None)
     return (f"{_f(f['time_us'])} µs events (q1-q3 {_f(f['q1_us'])}-{_f(f['q3_us'])}), kernel {_f(f['kernel_us'])} µs; "
-            f"cold {_f(f['cold_us'])} / hot {_f(f['hot_us'])} µs, cold/hot {_f(f['cold_hot'])} ({basis} times){torch}")
+            f"{states or 'n/a'} µs, cold/hot {_f(f['cold_hot'])} ({basis} times){torch}")
 
 
 def _roof(f) -> str:

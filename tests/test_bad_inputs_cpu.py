@@ -129,7 +129,7 @@ API = [
      r"cannot read shape '4096y4096' for add: expected SxK, e.g. 1024x1024"),
     ("bench-shape-arity", lambda: labkit.bench("add", shapes=["4096"]), ConfigError, r"add takes a shape SxK \(2 numbers"),
     ("bench-shape-huge", lambda: labkit.bench("add", shapes=["1x2^41"]), ConfigError, "sizes must be < 2.40"),
-    ("bench-mode", lambda: labkit.bench("add", modes=("warm",)), ConfigError, "unknown cache mode 'warm'; modes are cold, hot"),
+    ("bench-mode", lambda: labkit.bench("add", modes=("warm",)), ConfigError, "unknown cache mode 'warm'; modes are cold, cold-dirty, rotating, hot"),
     ("bench-dtype", lambda: labkit.bench("add", dtype="f61"), ConfigError, r"no 'f61' variants.*did you mean 'f16'"),
     ("bench-width-no-dtype", lambda: labkit.bench("add", width=8), ConfigError, "a vector width needs a dtype"),
     ("bench-width", lambda: labkit.bench("add", dtype="f16", width=4), ConfigError,

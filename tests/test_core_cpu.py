@@ -192,9 +192,8 @@ def test_every_group_is_enqueued_behind_the_blocking_kernel(monkeypatch):
     _fake_cuda(monkeypatch, blk)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
     enq = []
-    samples, reason, blocking, timeouts = timing._run_samples(
-        lambda s, e: (s.record(), enq.append(len(blk.calls)), e.record()), StopRule(max_samples=32), 16)
-    assert blocking == "kernel" and timeouts == 0 and len(samples) == 32 and reason == "max_samples"
+    loop = timing._run_samples(lambda: None, lambda: enq.append(len(blk.calls)), StopRule(max_samples=32), 16)
+    assert loop.blocking == "kernel" and loop.timeouts == 0 and len(loop.samples) == 32 and loop.reason == "max_samples"
     # block, 16 enqueued samples, release: per group, and nothing enqueued outside a blocked region
     assert blk.calls == [("block", 1234), ("release",), ("block", 1234), ("release",)]
     assert enq == [1] * 16 + [3] * 16
@@ -204,24 +203,22 @@ def test_a_group_whose_blocking_kernel_timed_out_is_discarded(monkeypatch):
     blk = FakeBlocker(timeouts=1)
     _fake_cuda(monkeypatch, blk)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
-    samples, _, blocking, timeouts = timing._run_samples(lambda s, e: (s.record(), e.record()),
-                                                         StopRule(max_samples=16), 16)
-    assert timeouts == 1 and len(samples) == 16 and blocking == "kernel"
+    loop = timing._run_samples(lambda: None, lambda: None, StopRule(max_samples=16), 16)
+    assert loop.timeouts == 1 and len(loop.samples) == 16 and loop.blocking == "kernel"
+    assert loop.kept == [False] * 16 + [True] * 16  # the discarded group's samples, in enqueue order
     blk = FakeBlocker(timeouts=5)
     monkeypatch.setattr(timing, "blocker", lambda: None if timing._blocker_state["forced_off"] else blk)
     monkeypatch.setitem(timing._blocker_state, "forced_off", False)
-    samples, _, blocking, timeouts = timing._run_samples(lambda s, e: (s.record(), e.record()),
-                                                         StopRule(max_samples=16), 16)
-    assert timeouts == 3 and blocking == "spin" and len(samples) == 16  # ncu's serialized launches: the spin
+    loop = timing._run_samples(lambda: None, lambda: None, StopRule(max_samples=16), 16)
+    assert loop.timeouts == 3 and loop.blocking == "spin" and len(loop.samples) == 16  # ncu's serialized launches
 
 
 def test_without_the_blocking_kernel_rows_say_spin(monkeypatch):
     spins = FakeBlocker()
     _fake_cuda(monkeypatch, spins)
     with timing.no_blocking():
-        samples, _, blocking, _ = timing._run_samples(lambda s, e: (s.record(), e.record()),
-                                                      StopRule(max_samples=16), 16)
-    assert blocking == "spin" and spins.calls == [("spin", 40_000)] and len(samples) == 16
+        loop = timing._run_samples(lambda: None, lambda: None, StopRule(max_samples=16), 16)
+    assert loop.blocking == "spin" and spins.calls == [("spin", 40_000)] and len(loop.samples) == 16
 
 
 def test_a_harness_that_cannot_build_falls_back_to_the_spin(monkeypatch):

@@ -279,3 +279,19 @@ def test_loop_energy_of_older_rows_is_never_shown_as_energy_per_launch(tmp_path)
     assert "energy_per_launch_j" not in rows[0] and "gb_per_j" not in rows[0]
     assert rows[0]["loop_energy_per_sample_j"] == 0.03
     assert rows[1]["energy_per_launch_j"] == 1e-5 and rows[1]["gb_per_j"] == 9.0
+
+
+def test_sustained_captures_one_graph_of_the_batch(monkeypatch):
+    # the graph helper takes the calls in order (labkit.timing._capture, shared with the graph states)
+    import torch
+
+    from labkit import energy, timing
+
+    seen = {}
+    monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: object())
+    monkeypatch.setattr(timing, "estimate", lambda fn: 20e-6)  # 100 launches make 2 ms
+    monkeypatch.setattr(timing, "_capture", lambda calls: seen.setdefault("calls", calls) and None)
+    monkeypatch.setattr(energy, "back_to_back", lambda replay, batch, *a, **k: {"batch": batch})
+    meter = Sampler(nv=FakeNVML(), handle="h")
+    fn = lambda: None  # noqa: E731
+    assert energy.sustained(fn, meter=meter) == {"batch": 100} and seen["calls"] == [fn] * 100

@@ -26,7 +26,7 @@ def test_compiles(cubins, src, arch):
 
 def test_harness_has_the_blocking_empty_and_fma_kernels(cubins):
     names = " ".join(sass.functions(cubins[("harness.cu", "90")]))
-    for k in ("lk_block_kernel", "lk_empty_kernel", "lk_fma_kernel"):
+    for k in ("lk_block_kernel", "lk_empty_kernel", "lk_mark_begin_kernel", "lk_mark_end_kernel", "lk_fma_kernel"):
         assert k in names
     fma = sass.find_kernel(sass.functions(cubins[("harness.cu", "90")]), "lk_fma_kernel")["sass"]
     assert sum("FFMA" in line for line in fma) >= 8 * 16  # 8 chains x 16 unrolled iterations

@@ -12,10 +12,11 @@ PKG = Path(__file__).resolve().parent.parent / "labkit"
 # lowest first; a module may import from its own layer and those before it
 LAYERS = [
     ("leaf", {"errors", "version", "paths", "dtypes", "shapes", "device", "toolkit", "ranges", "stats"}),
-    ("spec", {"spec", "registry", "ops", "tensors", "check"}),
+    ("spec", {"spec", "registry", "ops", "tensors", "check", "cache_states", "guard"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
-    ("measure", {"launch", "timing", "energy", "ceilings"}),
-    ("run", {"config", "runner", "calls", "records", "session", "workers", "worker_child", "cluster", "cluster_procs", "sweeps", "verdicts"}),
+    ("measure", {"launch", "timing", "cupti", "energy", "ceilings"}),
+    ("run", {"config", "runner", "calls", "records", "session", "workers", "worker_child", "cluster", "cluster_procs",
+             "sweeps", "verdicts"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
                "benchmarks", "labs", "main_job", "clocks", "notebooks", "selftest"}),
 ]

@@ -3,11 +3,17 @@ report's NVTX config ranges and per-range kernel counts match what labkit ran; n
 variant. Skipped (with the reason) where nsys / ncu are missing or ncu may not read the counters."""
 import pytest
 
-from labkit import nsight
+from labkit import cache_states, nsight
 from labkit.errors import LabkitError, ToolMissingError
-from labkit.timing import GROUP
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def scratch_results(tmp_path, monkeypatch):
+    """Runs under nsys / ncu (and their children) write results into a temporary folder: never a
+    profiled ceiling into results/ (labkit.ceilings refuses to measure there anyway)."""
+    monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path / "results"))
 
 
 def _tool(name):
@@ -41,7 +47,7 @@ def test_nsys_ranges_and_kernel_counts(tmp_path):
         mine = own[(own["variant"] == rec["variant"]) & (own["mode"] == rec["mode"])]
         timed = int(mine.loc[mine["phase"] == "timed", "launches"].sum())
         # a group whose blocking kernel timed out was launched, then discarded
-        lost = int(rec.get("block_timeouts") or 0) * GROUP[rec["mode"]] * rec["batch"]
+        lost = int(rec.get("block_timeouts") or 0) * cache_states.get(rec["mode"]).group * rec["batch"]
         if rec["mode"] == "cold":  # one launch per sample
             assert rec["samples"] <= timed <= rec["samples"] + lost, (rec["variant"], timed, rec["samples"])
         else:  # graph replays of `batch` launches, plus timing.estimate's 5 calls

@@ -89,10 +89,18 @@ def test_the_states_come_from_the_registry(monkeypatch):
     """A state labkit's registry gains is reconciled (and offered by the command) without an edit."""
     from fake_runner import FakeRunner
 
-    monkeypatch.setattr(timing, "MODES", (*timing.MODES, "fake-state"))
+    from labkit import cache_states
+
+    class FakeState(cache_states.CacheState):
+        name, description, setup, flush, group = "fake-state", "a test's state", "nothing", "read", 8
+
+        def dram(self, reads, writes, l2_bytes, sets=1):
+            return reads, 0.0
+
+    monkeypatch.setitem(cache_states.STATES, "fake-state", FakeState())
     monkeypatch.setattr("labkit.runner.Runner", FakeRunner)
     cfgs = configs("add", "f16x8_pack", "64x64", "f16")
-    assert [c.mode for c in cfgs] == [*timing.MODES]
+    assert [c.mode for c in cfgs] == [*cache_states.names()] and cfgs[-1].mode == "fake-state"
     rows = harnesses.labkit_rows(cfgs)
     assert [label(r) for r in rows if r["measure"] == "fake-state"] == ["labkit fake-state", "labkit fake-state CUPTI"]
     assert any(v["expected"] == "labkit fake-state CUPTI ≈ nsys fake-state ± 2 %" for v in verdicts(rows))

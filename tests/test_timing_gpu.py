@@ -82,3 +82,71 @@ def test_a_kernel_right_only_on_a_poisoned_buffer_fails_its_recheck():
 def test_measure_is_public():
     m = labkit.measure(_add((2048, 2048)), "cold", budget_s=0.1)
     assert m.summary.median > 0 and m.stop_reason in ("converged", "budget", "max_samples")
+
+
+# ---- every clock on the same launches, every cache state (issue 22) -------------------------------
+STATE_SHAPES = ["2048x2048", "4096x4096", "8192x8192"]
+
+
+@pytest.fixture(scope="module")
+def state_rows(tmp_path_factory):
+    """add f16 (torch and f16x8_pack) at 2048^2 ... 8192^2 in every registered cache state, one
+    Runner, ceilings measured into a temporary results folder."""
+    import os
+
+    from labkit import cache_states
+    from labkit.config import plan
+
+    old = os.environ.get("LABKIT_RESULTS")
+    os.environ["LABKIT_RESULTS"] = str(tmp_path_factory.mktemp("results"))
+    try:
+        runner = Runner()
+        rows = [runner.run(c) for c in plan("add", ["f16x8_pack"], "f16", STATE_SHAPES, cache_states.names(), rule=RULE)]
+    finally:
+        if old is None:
+            os.environ.pop("LABKIT_RESULTS")
+        else:
+            os.environ["LABKIT_RESULTS"] = old
+    assert all(r["status"] == "ok" for r in rows), [(r["variant"], r["shape"], r["mode"], r.get("error")) for r in rows]
+    return {(r["variant"], r["shape"], r["mode"]): r for r in rows}
+
+
+def test_kernel_time_comes_from_the_timed_launches(state_rows):
+    for (variant, shape, mode), r in state_rows.items():
+        assert r["cupti"] == "same-launch", (variant, shape, mode, r["cupti"])
+        assert r["kernel_us"] > 0 and r["kernels"] >= 1
+        if mode in ("cold", "cold-dirty"):
+            # every sample's kernels <= its event time (labkit.cupti.per_launch fails the row otherwise)
+            assert r["kernel_us"] <= r["time_us"] and r["host_bound"] is False, (variant, shape, mode, r)
+        else:  # back-to-back launches: the overlap of their recorded durations is stated
+            assert "overlap_us" in r and abs(r["overlap_us"]) < 0.5 * r["kernel_us"], (variant, shape, mode, r)
+
+
+def test_cache_states_order_as_the_physics_says(state_rows):
+    from labkit.device import properties
+
+    l2 = properties()["l2_bytes"]
+    for variant in ("torch", "f16x8_pack"):
+        for shape in STATE_SHAPES:
+            t = {m: state_rows[(variant, shape, m)] for m in ("cold", "cold-dirty", "rotating", "hot")}
+            # the kernel pays for evicting dirty lines: never faster than from a clean L2
+            assert t["cold-dirty"]["time_us"] >= 0.99 * t["cold"]["time_us"], (variant, shape, t)
+            # rotating reads cold inputs and writes back earlier outputs on every launch: at least cold's
+            # kernel time (events differ in kind: one launch with its latency vs back-to-back launches)
+            assert t["rotating"]["kernel_us"] >= 0.98 * t["cold"]["kernel_us"], (variant, shape, t)
+            assert t["rotating"]["buffer_sets"] * t["rotating"]["bytes"] >= 3 * l2  # the sets total >= 3x the L2
+
+
+def test_no_row_above_the_spec_goes_unflagged(state_rows):
+    for (variant, shape, mode), r in state_rows.items():
+        spec = r.get("spec_gbps")
+        if not spec:
+            pytest.skip(f"{r['gpu']} has no datasheet bandwidth in labkit.device.SPECS")
+        best = min(t for t in (r["time_us"], r.get("kernel_us")) if t)
+        model_gbps = r["bytes"] / (best * 1e-6) / 1e9
+        assert r["dram_guard"] in ("ok", "above-spec: served from L2", "above-spec: writes absorbed by L2"), \
+            (variant, shape, mode, r["dram_guard"], r.get("dram_note"))  # 'unexplained': physics or a bug
+        if model_gbps > spec:
+            assert r["dram_guard"].startswith("above-spec") and r["dram_note"], (variant, shape, mode, r)
+        if mode in ("cold-dirty", "rotating"):  # every byte crosses DRAM in the timed region
+            assert r["dram_guard"] == "ok", (variant, shape, mode, r.get("dram_note"))

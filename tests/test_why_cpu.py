@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from labkit import hints as H, roofline as R
+from labkit import cache_states, hints as H, roofline as R
 from labkit.errors import ConfigError, ToolMissingError
+from labkit.paths import RESULTS_DIR
 from labkit.recorded import NoRecordedData
 from labkit.why import Card, why
 
@@ -125,6 +126,8 @@ CASES = {
     "host_bound": ({"host_bound": True}, "trust kernel_us", {"host_bound": None}),
     "throttled": ({"throttled": True, "sm_clock_min_mhz": 1500}, "down to 1500 MHz", {"throttled": None}),
     "fallback_path": ({"path": "fallback"}, "scalar fallback", {"path": "torch"}),
+    "dram_guard": ({"dram_note": "3532 GB/s by the byte model is above the 3350 GB/s DRAM spec: ..."},
+                   "above the 3350 GB/s DRAM spec", {"dram_note": None}),
     "near_roof": ({"pct_ceiling": 94.0}, "at 94 % of the DRAM (copy peak) ceiling: memory-bound and near the roof",
                   {"pct_ceiling": 94.0, "time_us": 6.0}),
     "far_from_roof": ({"pct_ceiling": 22.0}, "far from every roof", {"pct_ceiling": 22.0, "time_us": 6.0}),
@@ -192,8 +195,16 @@ def test_card_recorded_add_f16x8():
     # cold/hot from the kernel times where the rows have them (they do since the blocking-kernel recordings)
     assert f["cold_hot_basis"] == "kernel"
     assert f["cold_hot"] == pytest.approx(rec["cold"]["kernel_us"] / rec["hot"]["kernel_us"])
-    # the ceiling is the device entry the row itself names (peak_ref): the physical GPU that measured it
-    expect = 100 * rec["cold"]["bytes"] / (rec["cold"]["kernel_us"] * 1e3) / rec["cold"]["peak_gbps"]
+    # the ceiling is the device entry the row itself names (peak_ref: the physical GPU that measured it),
+    # unless that entry was measured under a profiler: then the entry in force (labkit.ceilings)
+    from labkit.ceilings import in_force, ref_of
+
+    entries = json.loads((RESULTS_DIR / "nvidia-h200" / "device.json").read_text())["devices"].values()
+    named = next(e for e in entries if ref_of("nvidia-h200", e) == rec["cold"]["peak_ref"])
+    used = in_force(entries, "NVIDIA H200") if named.get("profiled") else named
+    assert f["facts_ref"] == ref_of("nvidia-h200", used)
+    assert named.get("profiled") == any("measured under a profiler" in n for n in f["notes"])
+    expect = 100 * rec["cold"]["bytes"] / (rec["cold"]["kernel_us"] * 1e3) / used["copy_peak_gbps"]
     assert f["ceiling"] == "DRAM (copy peak)" and f["pct_ceiling"] == pytest.approx(expect, rel=1e-6)
     assert f["ldg"] == {16: 2, 32: 8} and f["registers"] == 22
     assert f["bytes_model"] == 100663296 and f["bytes_ncu"] == pytest.approx(86925824)
@@ -295,7 +306,7 @@ def test_card_live_wiring(results, monkeypatch):
     assert {c.rule.budget_s for c in seen["configs"]} == {0.3}  # the stop rule reaches the live run
     with pytest.raises(ConfigError, match="budget"):
         why("add", "f16x8", "1024x1024", recorded=True, budget=0.3)  # checked, even where unused
-    assert sorted({c.mode for c in seen["configs"]}) == ["cold", "hot"]
+    assert [*dict.fromkeys(c.mode for c in seen["configs"])] == list(cache_states.names())  # every state
     assert {c.variant_s for c in seen["configs"]} == {"torch", "f16x8_pack[block=512]"}
     assert f["source"] == "live" and f["variant"] == "f16x8_pack[block=512]" and f["time_us"] == 6.0
     assert f["block_threads"] == 512 and "block=512" in f["block_source"]

@@ -79,7 +79,7 @@ def test_one_shape_as_a_string_is_one_shape():
 @pytest.mark.parametrize("kw, msg", [
     ({"dtype": "f16", "width": "8"}, r"width \(elements per vector access\) must be an int >= 1, got '8'"),
     ({"dtype": "f16", "width": 8.0}, r"width \(elements per vector access\) must be an int >= 1, got 8.0"),
-    ({"modes": 3}, r"unknown cache mode 3; modes are cold, hot"),
+    ({"modes": 3}, r"unknown cache mode 3; modes are cold, cold-dirty, rotating, hot"),
     ({"variants": 3}, r"op 'add' has no variant 3"),
     ({"axes": ["block"]}, r"axes must be a dict of tuning-axis values, e.g. \{'block': \[128, 256\]\}, got \['block'\]"),
 ])
@@ -130,7 +130,8 @@ def test_a_timer_that_gives_no_time_makes_an_error_row(bad):
 
     summary = SimpleNamespace(median=bad, q1=bad, q3=bad, min=bad, max=bad, n=32, noise=math.nan)
     m = SimpleNamespace(summary=summary, samples_s=[bad] * 32, stop_reason="max_samples", method="events", batch=1,
-                        blocking="kernel", timeouts=0, sm_clock_mhz=None, throttled=False, energy=None)
+                        blocking="kernel", timeouts=0, sm_clock_mhz=None, throttled=False, energy=None, mode="cold",
+                        sets=1, kernels=None)
     out = {"status": "ok", **_timing_fields(m)}
     assert out["status"] == "error" and "time_us" not in out
     assert out["error"] == f"the timer gave {bad} s as the median of 32 samples: not a measurement"

@@ -1,5 +1,6 @@
 """What recording the CUPTI kernel time costs a sweep: seed 000's configurations run twice in one
-process, with and without `kernel_us`, wall time of each (goal: <= 15 % more with it).
+process, with and without `kernel_us` (CUPTI over the timed loop itself and its marker kernels,
+labkit.cupti), wall time of each (goal: <= 15 % more with it).
 
     python -m labkit.benchmarks.kernel_time_cost --out results/<gpu>/kernel-time-cost.json"""
 from __future__ import annotations

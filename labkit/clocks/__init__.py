@@ -20,9 +20,9 @@ PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each rec
 def configs(op, variant, shape, dtype=None, states=None, rule=None) -> list:
     """One Config per cache state (default: every state of labkit's registry), each checked."""
     from ..config import resolve
-    from ..timing import MODES
+    from ..cache_states import names
 
-    return [resolve(op, variant, dtype, shape, mode=s, rule=rule) for s in (states or list(MODES))]
+    return [resolve(op, variant, dtype, shape, mode=s, rule=rule) for s in (states or names())]
 
 
 def _versions() -> dict:

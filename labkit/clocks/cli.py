@@ -5,7 +5,7 @@ from .harnesses import EXTERNAL
 
 
 def add_reconcile_parser(sub) -> None:
-    from ..timing import MODES
+    from ..cache_states import names
 
     r = sub.add_parser("reconcile", help="one configuration timed by labkit's cache states, nvbench, triton and "
                                          "Nsight Systems, with the relation expected between each pair",
@@ -19,7 +19,7 @@ def add_reconcile_parser(sub) -> None:
     r.add_argument("variant")
     r.add_argument("shape")
     r.add_argument("-d", "--dtype")
-    r.add_argument("--states", nargs="+", choices=list(MODES), help="labkit's cache states (default: all)")
+    r.add_argument("--states", nargs="+", choices=names(), help="labkit's cache states (default: all)")
     r.add_argument("--skip", nargs="+", default=[], choices=EXTERNAL, help="harnesses not to run")
     r.add_argument("--budget", type=float, default=1.0, help="labkit's seconds of sampling per state (default 1)")
     r.add_argument("--timeout", type=float, default=15.0, help="nvbench's seconds per measurement (default 15)")

@@ -2,8 +2,14 @@
 what was recorded) and the Configs to show."""
 from __future__ import annotations
 
+from ..cache_states import names
 from ..config import resolve
 from ..errors import ConfigError
+
+
+def modes() -> list:
+    """The cache buttons: every registered state (labkit.cache_states)."""
+    return list(names())
 
 
 def log2_shapes(op, lo: int, hi: int) -> list[tuple]:

@@ -44,7 +44,7 @@ class Explorer:
         lay = W.Layout(width="auto")
         self.op = W.Dropdown(options=list(ops()), value=op or list(ops())[0], description="op")
         self.dtype = W.Dropdown(description="dtype")
-        self.mode = W.ToggleButtons(options=["cold", "hot"], description="cache")
+        self.mode = W.ToggleButtons(options=choices.modes(), description="cache")
         wide = {"description_width": "initial"}  # the whole label, not "vector wi..."
         self.width = W.SelectionSlider(options=[("1", 1)], description="vector width", continuous_update=False,
                                        style=wide)

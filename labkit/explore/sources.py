@@ -24,14 +24,15 @@ _AXES = re.compile(r"\[(.*)\]$")
 
 
 def read_facts(root, gpu: str) -> dict:
-    """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it), with
-    the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
+    """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it; the
+    entry in force), with the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
+    from ..ceilings import in_force
+
     try:
         devices = json.loads((results_dir(root) / gpu_slug(gpu) / "device.json").read_text()).get("devices", {})
     except (OSError, ValueError):
         devices = {}
-    entries = list(devices.values())
-    entry = next((e for e in entries if e.get("gpu") == gpu), entries[0] if entries else {})
+    entry = in_force(devices.values(), gpu) or in_force(devices.values()) or {}
     return {"spec": spec(gpu), **entry}
 
 
@@ -138,14 +139,20 @@ class RecordedSource:
         return banner_html(self.frame)
 
     def measure(self, configs: list, on_row, title: str) -> None:
+        from ..guard import of_row
+
         for cfg in configs:
             for r in self.index.get(cfg.key, ()):
+                if "dram_note" not in r:  # the physics guard, for rows recorded before it too
+                    r.update(of_row(r, self.facts(r["gpu"])))
                 on_row(r)
 
     def modes(self, op: str, dtype: str) -> list:
-        """The cache modes recorded for op and dtype, cold first."""
-        found = {k[4] for k in self.index if k[0] == op and k[2] == dtype}
-        return sorted(found, key=lambda m: (m != "cold", m))
+        """The cache modes recorded for op and dtype, in the registry's order (labkit.cache_states)."""
+        from .choices import modes
+
+        found, order = {k[4] for k in self.index if k[0] == op and k[2] == dtype}, modes()
+        return sorted(found, key=lambda m: (order.index(m) if m in order else len(order), m))
 
     def axis_values(self, op, name: str) -> list:
         """The default and every value of tuning axis `name` that recorded rows carry."""

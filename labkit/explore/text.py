@@ -7,8 +7,8 @@ from html import escape
 from .figure import Metric, percent
 
 TABLE_COLUMNS = ["gpu", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "host_bound", "gbps",
-                 "tflops", "pct_peak", "pct_fma", "gb_per_j", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
-                 "noise", "samples", "stop_reason", "error"]
+                 "tflops", "pct_peak", "pct_fma", "dram_guard", "gb_per_j", "vs_torch", "vs_torch_lo", "vs_torch_hi",
+                 "vs_torch_verdict", "noise", "samples", "stop_reason", "error"]
 RED, GREEN, GREY = "#b91c1c", "#166534", "#555555"
 
 
@@ -22,6 +22,9 @@ def _row_status(r: dict, bound: str, m: Metric, ceil: dict) -> str:
     if r.get("host_bound"):
         times += (f" <span style='color:{RED}' title='event time exceeds kernel time by more than the launch "
                   "overhead: host time leaked into the timed region'>HOST-BOUND</span>")
+    if str(r.get("dram_guard") or "").startswith("above-spec"):  # the physics guard's flag and its reason
+        times += (f" <span style='color:{RED}' title='{escape(str(r.get('dram_note') or ''))}'>"
+                  f"{escape(str(r['dram_guard']).upper())}</span>")
     speed = f"{r['tflops']:.2f} TFLOP/s" if bound == "compute" and r.get("tflops") else \
         f"{r['gbps']:.0f} GB/s" if r.get("gbps") else ""
     pct = percent(r, bound, ceil)

@@ -2,8 +2,8 @@
 variant under Nsight Compute, next to labkit's own times)."""
 from __future__ import annotations
 
+from .. import cache_states
 from ..errors import LabkitError
-from ..timing import MODES
 from ..toolkit import TIMEOUT_ENV, TIMEOUT_S
 
 
@@ -21,7 +21,7 @@ def add_profile_parser(sub) -> None:
     pr.add_argument("-v", "--variants", help="comma-separated variant names (default: all, plus torch)")
     pr.add_argument("-d", "--dtype", help="only variants of this dtype")
     pr.add_argument("-s", "--shapes", nargs="+", help="shapes (default: the op's)")
-    pr.add_argument("--mode", nargs="+", default=["cold"], choices=MODES)
+    pr.add_argument("--mode", nargs="+", default=["cold"], choices=cache_states.names())
     pr.add_argument("--sweep", help="profile a declared sweep instead of a bench")
     pr.add_argument("--ncu", action="store_true", help="Nsight Compute metrics instead of an Nsight Systems run")
     pr.add_argument("--budget", type=float, default=0.2, help="seconds of sampling per configuration (default 0.2)")

@@ -7,6 +7,7 @@ import io
 import re
 from pathlib import Path
 
+from ..cache_states import get as cache_state
 from ..errors import LabkitError, ToolMissingError
 from ..ranges import DOMAIN
 from ..registry import get_op
@@ -67,8 +68,8 @@ def ncu_argv(ncu: str, op: str, variant: str, shape: str, app: list, dtype: str 
     names = kernel_regex(op, variant, dtype)
     if names:
         argv += ["-k", f"regex:{names}"]
-    elif mode == "cold":
-        argv += ["--launch-skip", "1"]  # timed cold = flush, kernel, flush, kernel, ...
+    elif cache_state(mode).flush:
+        argv += ["--launch-skip", "1"]  # timed with a flush = flush, kernel, flush, kernel, ...
     return argv + ["--clock-control", "none", "--metrics", ",".join(metrics), "--print-units", "base", "--csv",
                    "--launch-count", str(launch_count), *map(str, app)]
 

@@ -4,10 +4,10 @@ CSV reports and the SQLite export, whose kernels are placed in labkit's NVTX ran
 A kernel belongs to the ranges its launch sits in: the CUDA API call (runtime/driver table, joined
 to the kernel by correlationId) must start inside the range on the same thread. A variant's
 kernels are those its config launched at least WARMUP_CALLS times in the `warmup` phase: the
-warm-up calls only the variant (at least 3 times), except for the one L2 flush that opens a cold
-warm-up. That leaves out the flush (cold) and the blocking kernel (timed phase) and needs no
-kernel names; a baseline whose kernel is the flush's own (reduce's torch f32 sum, a float sum like
-timing.flush_l2) gets the flush's launches pooled with its own."""
+warm-up calls only the variant (at least 3 times), except for the one L2 flush that opens the
+warm-up of a state with a flush (cold, cold-dirty). That leaves out the flush and the blocking
+kernel (timed phase) and needs no kernel names; a baseline whose kernel is the flush's own (reduce's
+torch f32 sum, a float sum like timing's read flush) gets the flush's launches pooled with its own."""
 from __future__ import annotations
 
 import io

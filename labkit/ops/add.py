@@ -63,6 +63,8 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 3 * shape[0] * shape[1] * {"f32": 4}.get(dtype, 2),
+    footprint=lambda shape, dtype: (2 * shape[0] * shape[1] * {"f32": 4}.get(dtype, 2),
+                                    shape[0] * shape[1] * {"f32": 4}.get(dtype, 2)),
     flops=lambda shape, dtype: shape[0] * shape[1],
     shape_presets={"seed": SEED_SHAPES, "large": [(8192, 8192), (16384, 16384)]},
     test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],

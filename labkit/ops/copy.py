@@ -39,6 +39,7 @@ OPS = [Op(
     reference=lambda inputs, shape, dtype: [inputs[0]],
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 2 * shape[0],
+    footprint=lambda shape, dtype: (shape[0], shape[0]),
     shape_format=lambda shape: format_bytes(shape[0]),
     shape_presets={"seed": [(1 << p,) for p in range(20, 31)], "beyond-L2": [(s,) for s in SIZES]},
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,)],

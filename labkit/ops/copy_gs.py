@@ -38,6 +38,7 @@ OPS = [Op(
     reference=lambda inputs, shape, dtype: [inputs[0]],
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 8 * shape[0],
+    footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[0]),
     params=lambda shape, dtype: ((MAX_BLOCKS,), ()),
     test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (2048 * 128 * 3 + 5,)],
     signature=Signature("copy_gs", [Arg("x")], shape_of),

@@ -66,6 +66,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 8 * shape[0] + 4,
+    footprint=lambda shape, dtype: (8 * shape[0], 4),
     flops=lambda shape, dtype: 2 * shape[0],
     tolerance=sum_tolerance,
     shape_presets={"large": SHAPES[2:]},

@@ -1,4 +1,6 @@
 """Embedding lookup out[r, :] = weight[idx[r], :] (CATALOG §3, seed 004)."""
+import math
+
 from ..errors import ConfigError
 from ..spec import V, Op
 from ..tensors import alloc
@@ -81,6 +83,13 @@ def _bytes(shape, dtype):
     return 4 * seq + 2 * seq * emb * {"f32": 4}.get(dtype, 2)  # indices + rows read + rows written
 
 
+def _footprint(shape, dtype):
+    """Indices and the distinct table rows read (random indices repeat: the expected count), rows written."""
+    max_v, seq, emb = shape
+    rows = max_v * -math.expm1(seq * math.log1p(-1 / max_v)) if max_v > 1 else min(1, seq)
+    return 4 * seq + rows * emb * {"f32": 4}.get(dtype, 2), seq * emb * {"f32": 4}.get(dtype, 2)
+
+
 INLINE_LAUNCHER = """
 LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
   const int64_t rows = args->t[0].numel;
@@ -107,6 +116,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=_bytes,
+    footprint=_footprint,
     tolerance=lambda shape, dtype: (0.0, 0.0),  # copies must be bit-exact
     shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
     test_shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3), (1000, 257, 512)],

@@ -138,6 +138,11 @@ def read_write_bytes(shape, dtype):
     return 2 * shape[0] * shape[1] * (4 if dtype == "f32" else 2)
 
 
+def read_write_footprint(shape, dtype):
+    """x read and y written once each."""
+    return read_write_bytes(shape, dtype) // 2, read_write_bytes(shape, dtype) // 2
+
+
 # Row-wise ops (softmax_rows, layer_norm, rms_norm) over N x K
 ROW_SEED_SHAPES = [(n, k) for n in (1024, 4096) for k in (128, 512, 1024)]
 ROW_LARGE_SHAPES = [(65536, 1024), (32768, 2048), (16384, 4096), (8192, 8192), (4096, 16384)]
@@ -195,6 +200,7 @@ def unary_op(name, title, functor, reference, torch_impl, tol, flops_per_element
         reference=lambda inputs, shape, dtype: [reference(inputs[0].double())],
         torch_impl=torch_impl,
         bytes_moved=read_write_bytes,
+        footprint=read_write_footprint,
         flops=lambda shape, dtype: flops_per_element * shape[0] * shape[1],
         tolerance=lambda shape, dtype: tol[dtype],
         shape_presets={"seed": UNARY_SEED_SHAPES, "large": UNARY_LARGE_SHAPES},
@@ -209,6 +215,7 @@ def row_op(name: str, title: str, source: str, **kw) -> Op:
     one read and one write of the rows, the row shapes and size checks; `kw` gives the rest."""
     return Op(name=name, title=title, source=source, shape_axes=("N", "K"),
               default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES, make_inputs=one_input,
-              make_outputs=output_like_input, bytes_moved=read_write_bytes, validate=validate_rows(name),
+              make_outputs=output_like_input, bytes_moved=read_write_bytes, footprint=read_write_footprint,
+              validate=validate_rows(name),
               signature=Signature(name, [Arg("x", "N x K")], rows_of(name)),
               shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES}, test_shapes=ROW_TEST_SHAPES, **kw)

@@ -72,6 +72,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 4 * shape[0] + 4 * shape[1],
+    footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[1]),
     validate=_validate,
     signature=Signature("histogram", [Arg("x", dtype="i32")], _relate),
     call_params=("bins",),

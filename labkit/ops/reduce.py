@@ -65,6 +65,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: shape[0] * itemsize(dtype) + 4,
+    footprint=lambda shape, dtype: (shape[0] * itemsize(dtype), 4),
     flops=lambda shape, dtype: shape[0],
     tolerance=sum_tolerance,
     shape_presets={"large": SHAPES[2:]},

@@ -107,6 +107,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
+    footprint=lambda shape, dtype: (4 * (shape[0] * shape[2] + shape[2] * shape[1]), 4 * shape[0] * shape[1]),
     flops=lambda shape, dtype: 2 * shape[0] * shape[1] * shape[2],
     tolerance=accumulation_tolerance,
     shape_presets={"seed": SEED_SHAPES, "square": [(s, s, s) for s in (1024, 2048, 4096, 8192)], "goal": [(4096, 4096, 4096)]},

@@ -82,6 +82,7 @@ OPS = [Op(
     reference=_reference,
     torch_impl=_torch,
     bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[1] + shape[1] + shape[0]),
+    footprint=lambda shape, dtype: (4 * (shape[0] * shape[1] + shape[1]), 4 * shape[0]),
     flops=lambda shape, dtype: 2 * shape[0] * shape[1],
     tolerance=accumulation_tolerance,  # K = shape[-1], as for sgemm
     shape_presets={"large": SHAPES, "square": [(s, s) for s in (8192, 16384)], "small-K": [(1 << 22, 16), (1 << 21, 32)]},

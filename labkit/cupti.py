@@ -1,0 +1,148 @@
+"""The timed launches' own kernel durations, from CUPTI activity records (torch.profiler's kineto,
+CUDA activity only): what Nsight Systems reports, for the very launches the events time.
+
+While CUPTI records the timed loop, every sample is bracketed by two empty marker kernels of the
+harness (lk_mark_begin before the start event, lk_mark_end after the stop event: outside the timed
+region), so the device records between a begin and an end marker are that sample's kernels (and
+memsets / copies), whatever a flush or the blocking kernel launched around them. Events are not in
+CUPTI's records; the markers tie the two clocks together by order on the one stream.
+
+* cold states (one launch per sample): kernel time <= event time in every sample by construction;
+  a sample where it is not means the records were not matched, and the row says `cupti: failed: ...`;
+* graph states (back-to-back launches): per-launch kernel time, and `overlap_us`, how much the
+  launches' recorded durations overlap one another (positive) or leave gaps (negative), per launch:
+  a graph's event time per launch can be below the sum of its kernels' durations.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+BEGIN, END = "lk_mark_begin", "lk_mark_end"
+
+
+def cupti_free() -> bool:
+    """False under Nsight Systems / Compute: they inject into the CUDA driver
+    (CUDA_INJECTION64_PATH) and hold CUPTI, and their own times are then the record."""
+    return not os.environ.get("CUDA_INJECTION64_PATH")
+
+
+class Probe:
+    """CUPTI over a timed loop: `with Probe() as p:` around it, p.begin() / p.end() around each
+    sample's events; afterwards p.records holds (name, start_ns, duration_ns) of every device
+    record, or None with p.error saying why."""
+
+    def __init__(self):
+        from .launch import harness_launcher
+
+        import torch
+
+        self._prof, self.records, self.error = None, None, None
+        try:
+            self._begin = harness_launcher(BEGIN).prepare([])
+            self._end = harness_launcher(END).prepare([])
+            # loaded now: a lazily loaded kernel must not be loaded while the blocking kernel holds the GPU
+            self.begin(), self.end()
+            torch.cuda.current_stream().synchronize()
+        except Exception as e:  # no toolkit to build the harness, ...: the rows say so, timing goes on
+            self.error = f"no marker kernels ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            self._begin = self._end = lambda: 0
+
+    def begin(self) -> None:
+        self._begin()
+
+    def end(self) -> None:
+        self._end()
+
+    def __enter__(self) -> "Probe":
+        import warnings
+
+        from torch.profiler import ProfilerActivity, profile
+
+        if self.error:
+            return self
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                prof = profile(activities=[ProfilerActivity.CUDA])
+                prof.start()
+            self._prof = prof
+        except Exception as e:  # CUPTI held by another tool, no kineto in this build, ...
+            self.error = f"the profiler did not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        import warnings
+
+        import torch
+
+        if self._prof is None:
+            return False
+        torch.cuda.current_stream().synchronize()
+        try:
+            with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle
+                warnings.simplefilter("ignore")
+                self._prof.stop()
+            if exc_type is None:
+                self.records = _device_records(self._prof)
+        except Exception as e:
+            self.error = f"the profiler did not stop cleanly ({type(e).__name__}: {e})"
+        return False
+
+
+def _device_records(prof) -> list:
+    """(name, start_ns, duration_ns) of the CUDA device records: kineto's raw records, not
+    prof.events(), which builds a FunctionEvent tree of every runtime call (milliseconds a sweep pays
+    for nothing)."""
+    from torch.autograd import DeviceType
+
+    return [(e.name(), e.start_ns(), e.duration_ns()) for e in prof.profiler.kineto_results.events()
+            if e.device_type() == DeviceType.CUDA]
+
+
+def split(records) -> list | None:
+    """Per begin/end marker pair, in stream order: (summed duration µs, records, span µs from the
+    first start to the last end). None when the markers do not pair up (records lost)."""
+    out, cur = [], None
+    for name, start, dur in sorted(records, key=lambda r: r[1]):
+        if BEGIN in name:
+            if cur is not None:
+                return None
+            cur = []
+        elif END in name:
+            if cur is None:
+                return None
+            out.append(cur)
+            cur = None
+        elif cur is not None:
+            cur.append((start, dur))
+    if cur is not None:
+        return None
+    return [(sum(d for _, d in c) * 1e-3, len(c), (max(s + d for s, d in c) - min(s for s, _ in c)) * 1e-3 if c else 0.0)
+            for c in out]
+
+
+def per_launch(probe: Probe, samples_s: list, kept: list, batch: int, graph: bool) -> dict:
+    """The row's CUPTI fields from a probe's records and the loop's samples (seconds per launch, the
+    kept ones) and keep flags (per enqueued sample): kernel_us and kernels per launch (medians over
+    the samples), overlap_us for graph states, and `cupti` ('same-launch', or 'failed: why')."""
+    if probe.records is None:
+        return {"cupti": f"failed: {probe.error or 'no records'}"}
+    pairs = split(probe.records)
+    if pairs is None:
+        return {"cupti": "failed: the marker kernels did not pair up (records lost?)"}
+    if len(pairs) != len(kept):
+        return {"cupti": f"failed: {len(pairs)} samples in the CUPTI records, {len(kept)} enqueued"}
+    pairs = [p for p, k in zip(pairs, kept) if k]
+    if not pairs or any(n == 0 for _, n, _ in pairs):
+        return {"cupti": "failed: a sample without kernel records"}
+    kern = [k / batch for k, _, _ in pairs]  # µs per launch
+    out = {"cupti": "same-launch", "kernel_us": statistics.median(kern),
+           "kernels": round(statistics.median(n for _, n, _ in pairs) / batch)}
+    if graph:
+        out["overlap_us"] = statistics.median((k - span) / batch for k, _, span in pairs)
+        return out
+    over = sum(k > t * 1e6 for k, t in zip(kern, samples_s))
+    if over:  # events bracket the kernels: a longer kernel means the records were not the sample's
+        return {"cupti": f"failed: kernel time above the event time in {over} of {len(kern)} samples"}
+    return out

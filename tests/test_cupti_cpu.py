@@ -1,0 +1,113 @@
+"""CPU half of the same-launch CUPTI times (labkit.cupti): the timed loop on a simulated stream whose
+launches CUPTI would record back to back, the marker pairs matched to the samples the events timed."""
+import pytest
+import torch
+
+from labkit import cupti, timing
+from labkit.stats import StopRule
+from test_core_cpu import FakeBlocker
+
+MARK = {"begin": "lk_mark_begin_kernel()", "end": "lk_mark_end_kernel()"}
+
+
+class Stream:
+    """One CUDA stream as CUPTI records it: launches run back to back (a 0.5 µs gap between two),
+    events take the stream's clock when they are reached."""
+
+    def __init__(self):
+        self.t, self.records = 0, []
+
+    def launch(self, name, ns):
+        self.records.append((name, self.t, ns))
+        self.t += ns + 500
+
+
+class Probe:
+    """labkit.cupti.Probe without a GPU: the markers are launches on the simulated stream."""
+
+    def __init__(self, stream):
+        self.stream, self.error, self.records = stream, None, None
+
+    def begin(self):
+        self.stream.launch(MARK["begin"], 1000)
+
+    def end(self):
+        self.stream.launch(MARK["end"], 1000)
+
+
+@pytest.fixture
+def stream(monkeypatch):
+    gpu = Stream()
+
+    class Event:
+        def __init__(self, enable_timing=True):
+            self.t = None
+
+        def record(self):
+            self.t = gpu.t
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e-6  # ms
+
+    class Sync:
+        def synchronize(self):
+            pass
+    blk = FakeBlocker(timeouts=1)  # the first group is discarded: its markers are in the records too
+    blk.block = lambda stream, timeout_s=None: gpu.launch("lk_block_kernel(int volatile*, unsigned long)", 9000)
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: Sync())
+    monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
+    monkeypatch.setattr(timing, "blocker", lambda: blk)
+    return gpu
+
+
+def test_each_sample_gets_the_kernels_its_events_bracket(stream):
+    durs = iter(range(3000, 100_000, 100))  # every launch of the op a little longer than the last
+
+    def body():
+        stream.launch("add_kernel<__half, 8, 16>", next(durs))
+        stream.launch("Memset (Device)", 200)  # an op of two device records per call
+
+    probe = Probe(stream)
+    loop = timing._run_samples(lambda: stream.launch("reduce_kernel (the flush)", 20_000), body,
+                               StopRule(max_samples=16, min_samples=16), 8, probe)
+    probe.records = stream.records
+    assert loop.kept == [False] * 8 + [True] * 16 and len(loop.samples) == 16
+    k = cupti.per_launch(probe, loop.samples, loop.kept, batch=1, graph=False)
+    # the kept samples' op records only: not the flush, the blocking kernel or the discarded group
+    kept = [(3000 + 100 * i + 200) * 1e-3 for i in range(8, 24)]
+    assert k["cupti"] == "same-launch" and k["kernels"] == 2
+    assert k["kernel_us"] == pytest.approx(sorted(kept)[7] / 2 + sorted(kept)[8] / 2)
+    events_us = [s * 1e6 for s in loop.samples]
+    assert all(kk <= e for kk, e in zip(kept, events_us))  # by construction: events bracket the kernels
+    assert "overlap_us" not in k
+
+
+def test_unmatched_records_fail_loudly_and_never_give_a_time(stream):
+    probe = Probe(stream)
+    loop = timing._run_samples(lambda: None, lambda: stream.launch("k", 4000), StopRule(max_samples=8), 8, probe)
+    probe.records = [r for r in stream.records if r[0] != MARK["end"] or r[1] != stream.records[-1][1]]
+    k = cupti.per_launch(probe, loop.samples, loop.kept, 1, False)
+    assert k == {"cupti": "failed: the marker kernels did not pair up (records lost?)"}
+    probe.records = [r for r in stream.records if r[0] == MARK["begin"] or r[0] == MARK["end"]][2:]
+    assert cupti.per_launch(probe, loop.samples, loop.kept, 1, False)["cupti"].startswith("failed: 15 samples")
+    # a kernel longer than its sample's event time: the records are not that sample's
+    probe.records = [(n, s, d * 3 if n == "k" else d) for n, s, d in stream.records]
+    assert "kernel time above the event time in 8 of 8" in cupti.per_launch(probe, loop.samples, loop.kept, 1, False)["cupti"]
+    probe.records, probe.error = None, "the profiler did not start (RuntimeError: CUPTI in use)"
+    assert cupti.per_launch(probe, loop.samples, loop.kept, 1, False) == {"cupti": "failed: " + probe.error}
+
+
+def test_graph_samples_give_per_launch_kernel_time_and_overlap():
+    # two samples of a batch of 4 back-to-back kernels of 2 µs that overlap by 0.25 µs each
+    recs = []
+    for s0 in (0, 100_000):
+        recs.append((MARK["begin"], s0, 1000))
+        recs += [("k", s0 + 2000 + i * 1750, 2000) for i in range(4)]
+        recs.append((MARK["end"], s0 + 20_000, 1000))
+    probe = Probe(None)
+    probe.records = recs
+    k = cupti.per_launch(probe, [1.8e-6, 1.8e-6], [True, True], batch=4, graph=True)
+    assert k["kernel_us"] == pytest.approx(2.0) and k["kernels"] == 1
+    assert k["overlap_us"] == pytest.approx((8.0 - 7.25) / 4)  # stated, not an error: kernel_us > time_us here
+    assert k["cupti"] == "same-launch"
