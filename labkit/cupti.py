@@ -57,15 +57,17 @@ class Probe:
     def __enter__(self) -> "Probe":
         import warnings
 
-        from torch.profiler import ProfilerActivity, profile
+        from torch.autograd.profiler import profile
 
         if self.error:
             return self
         try:
+            # kineto through torch.autograd.profiler: torch.profiler.profile's first start checks
+            # hasattr(torch, "_inductor"), which imports inductor, dynamo and sympy (4.7 s)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                prof = profile(activities=[ProfilerActivity.CUDA])
-                prof.start()
+                prof = profile(use_device="cuda", use_cpu=False, use_kineto=True)
+                prof.__enter__()
             self._prof = prof
         except Exception as e:  # CUPTI held by another tool, no kineto in this build, ...
             self.error = f"the profiler did not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
@@ -82,7 +84,7 @@ class Probe:
         try:
             with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle
                 warnings.simplefilter("ignore")
-                self._prof.stop()
+                self._prof.__exit__(None, None, None)
             if exc_type is None:
                 self.records = _device_records(self._prof)
         except Exception as e:
@@ -96,7 +98,7 @@ def _device_records(prof) -> list:
     for nothing)."""
     from torch.autograd import DeviceType
 
-    return [(e.name(), e.start_ns(), e.duration_ns()) for e in prof.profiler.kineto_results.events()
+    return [(e.name(), e.start_ns(), e.duration_ns()) for e in prof.kineto_results.events()
             if e.device_type() == DeviceType.CUDA]
 
 

@@ -85,7 +85,7 @@ def test_each_sample_gets_the_kernels_its_events_bracket(stream):
 
 def test_unmatched_records_fail_loudly_and_never_give_a_time(stream):
     probe = Probe(stream)
-    loop = timing._run_samples(lambda: None, lambda: stream.launch("k", 4000), StopRule(max_samples=8), 8, probe)
+    loop = timing._run_samples(lambda: None, lambda: stream.launch("k", 4000), StopRule(max_samples=8, min_samples=8), 8, probe)
     probe.records = [r for r in stream.records if r[0] != MARK["end"] or r[1] != stream.records[-1][1]]
     k = cupti.per_launch(probe, loop.samples, loop.kept, 1, False)
     assert k == {"cupti": "failed: the marker kernels did not pair up (records lost?)"}
