@@ -6,6 +6,7 @@ The public face (importing labkit does not import torch):
     labkit.inline(op, name, source, kernel, dtype)       a kernel from a notebook cell as a variant
     labkit.measure(fn, mode="cold")                      time any closure with labkit's harness
     labkit.why(op, variant, shape)                       why a variant runs as fast as it does
+    labkit.connect(address, token, name=...)             measure on a workshop's `labkit serve` box
 """
 from .calls import call  # noqa: F401  (no torch at import; one attribute lookup less per call)
 from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
@@ -22,13 +23,14 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
     unless workers=False; `axes` sweeps tuning axes, e.g. {"block": [128, 256, 512]}."""
     from .config import plan
     from .records import ResultLog, check_output, save
+    from .remote import connected
     from .session import run
 
     if out:
         check_output(out)
     configs = plan(op, variants, dtype, shapes, modes, width, offset, rule, axes=axes)
     log = ResultLog()
-    run(configs, log, title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
+    run(configs, log, connected(), title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
         kernel_time=kernel_time, energy=energy)
     if out:
         save(log.rows, out)
@@ -36,10 +38,22 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
 
 
 def inline(op, name, source, kernel, dtype, width=1, block=256):
-    """Compile a `__global__` kernel written in a notebook cell as a new variant of `op`."""
+    """Compile a `__global__` kernel written in a notebook cell as a new variant of `op` (connected
+    to `labkit serve`: the source travels with each run and the box builds it)."""
     from .inline_kernel import inline_variant
+    from .remote import connected
 
-    return inline_variant(op, name, source, kernel, dtype, width, block)
+    return inline_variant(op, name, source, kernel, dtype, width, block, build=connected() is None)
+
+
+def connect(address=None, token=None, name=None):
+    """Measure on a workshop's GPU box from now on: labkit.bench, inline kernels, the explorer's live
+    mode and the labs' cells run there (`labkit serve` prints the address and token; LABKIT_SERVER,
+    LABKIT_TOKEN and LABKIT_NAME do the same without a call). `name` is how the room's board shows you.
+    labkit.call and labkit.measure stay on this machine."""
+    from .remote import connect as _connect
+
+    return _connect(address, token, name)
 
 
 def measure(fn, mode="cold", **rule):

@@ -18,6 +18,7 @@ EPILOG = """examples:
   labkit sass add --diff f16x8 f16x8_pack  machine code side by side (no GPU needed)
   labkit why add f16x8 4096x4096           why a variant runs as fast as it does
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
+  labkit serve                             this box's GPUs for a workshop's laptops (labkit.connect)
 
 Every run is checked against a float64 reference before it is timed, and again after; a variant
 that fails is reported as FAILED and never shown with a time. Times are CUDA events behind a
@@ -69,8 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--recorded", action="store_true", help="from the recorded results, not a live run")
     w.add_argument("--budget", type=float, default=1.0, help="live: seconds of sampling per mode (default 1)")
     from .nsight.cli import add_profile_parser
+    from .serve.server import add_serve_parser
 
     add_profile_parser(sub)
+    add_serve_parser(sub)
     return p
 
 
@@ -280,9 +283,11 @@ def main(argv=None) -> int:
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
             a = p.parse_args(["bench", "add"])
         from .nsight.cli import cmd_profile
+        from .serve.server import cmd_serve
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
-                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why}[a.cmd](a)
+                "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
+                "serve": cmd_serve}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

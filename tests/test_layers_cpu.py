@@ -15,9 +15,9 @@ LAYERS = [
     ("spec", {"spec", "registry", "ops", "tensors", "check"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
     ("measure", {"launch", "timing", "energy", "ceilings"}),
-    ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "cluster_procs", "sweeps"}),
+    ("run", {"config", "runner", "calls", "records", "session", "workers", "cluster", "cluster_procs", "remote", "sweeps"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
-               "benchmarks", "labs"}),
+               "benchmarks", "labs", "serve"}),
 ]
 LAYER = {name: k for k, (_, names) in enumerate(LAYERS) for name in names}
 MODULES = sorted(p for p in PKG.rglob("*.py"))
