@@ -267,6 +267,34 @@ def test_errors_reach_the_attendee_and_a_cancelled_run_leaves_the_queue(dispatch
     assert run(plan("add", ["f16x8"], "f16", ["1x7"]), ResultLog(), ex, progress=False)  # still usable
 
 
+@pytest.mark.timeout(120)
+def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
+    """A notebook closed mid-run sends no cancellation: its client's disappearance is enough."""
+    from labkit.remote import INBOX, ServeExecutor, encode
+
+    d, fake, ex = dispatcher
+    import distributed
+
+    gone = ServeExecutor(ex.address, TOKEN, "leaver")
+    inbox = distributed.Queue(INBOX, client=gone.client)
+    for k in range(3):
+        cfg = plan("add", [_inline(f"slow_left{k}", "slow")], "f16", [f"1x{7 + k}"], baseline=False)[0]
+        inbox.put({"kind": "request", "id": f"left{k}", "attendee": gone.name, "client": gone.client.id,
+                   "reply": gone.reply, "title": "t", "configs": [encode(cfg)]})
+    deadline = time.monotonic() + 20
+    while not fake.ran or fake.ran[-1] != ["slow_left0"]:
+        assert time.monotonic() < deadline, fake.ran
+        time.sleep(0.05)
+    gone.client.close()  # the tab closes
+    deadline = time.monotonic() + 20
+    while len(d.fq):
+        assert time.monotonic() < deadline, "the leaver's waiting requests are still queued"
+        time.sleep(0.1)
+    fake.release.set()
+    time.sleep(0.5)
+    assert fake.ran[-1] == ["slow_left0"]
+
+
 # ---- the command, and labkit.connect routing labkit.bench --------------------------------------------------
 @pytest.mark.timeout(180)
 def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
