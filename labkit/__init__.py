@@ -8,6 +8,7 @@ The public face (importing labkit does not import torch):
     labkit.why(op, variant, shape)                       why a variant runs as fast as it does
     labkit.aa(op, variant, shape)                        A/A self-test: this GPU's false-verdict rate
     labkit.reconcile(op, variant, shape, dtype)          every clock (nvbench, triton, nsys) on one config
+    labkit.connect(address, token, name=...)             measure on a workshop's `labkit serve` box
 """
 from .calls import call  # noqa: F401  (no torch at import; one attribute lookup less per call)
 from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
@@ -42,10 +43,22 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
 
 
 def inline(op, name, source, kernel, dtype, width=1, block=256):
-    """Compile a `__global__` kernel written in a notebook cell as a new variant of `op`."""
+    """Compile a `__global__` kernel written in a notebook cell as a new variant of `op` (connected
+    to `labkit serve`: the source travels with each run and the box builds it)."""
     from .inline_kernel import inline_variant
+    from .remote import connected
 
-    return inline_variant(op, name, source, kernel, dtype, width, block)
+    return inline_variant(op, name, source, kernel, dtype, width, block, build=connected() is None)
+
+
+def connect(address=None, token=None, name=None):
+    """Measure on a workshop's GPU box from now on: labkit.bench, inline kernels, the explorer's live
+    mode and the labs' cells run there (`labkit serve` prints the address and token; LABKIT_SERVER,
+    LABKIT_TOKEN and LABKIT_NAME do the same without a call). `name` is how the room's board shows you.
+    labkit.call and labkit.measure stay on this machine."""
+    from .remote import connect as _connect
+
+    return _connect(address, token, name)
 
 
 def measure(fn, mode="cold", **rule):

@@ -21,6 +21,7 @@ EPILOG = """examples:
   labkit reconcile add f16x8_pack 4096x4096 -d f16
   labkit aa add f16x8_pack 4096x4096       A/A self-test: how often this GPU calls one kernel faster than itself
   labkit recorded                          tables recorded on real GPUs (no GPU needed)
+  labkit serve                             this box's GPUs for a workshop's laptops (labkit.connect)
 
 Every run is checked against a float64 reference before it is timed, and again after; a variant
 that fails is reported as FAILED and never shown with a time. Times are CUDA events behind a
@@ -84,12 +85,14 @@ def _parser() -> argparse.ArgumentParser:
     _common(t)
     from .clocks.cli import add_reconcile_parser
     from .nsight.cli import add_profile_parser
+    from .serve.server import add_serve_parser
 
     add_profile_parser(sub)
     add_reconcile_parser(sub)
     from .notebooks import add_parser as add_workshop_parser
 
     add_workshop_parser(sub)
+    add_serve_parser(sub)
     return p
 
 
@@ -342,10 +345,11 @@ def _main(argv) -> int:
         from .clocks.cli import cmd_reconcile
         from .nsight.cli import cmd_profile
         from .notebooks import cmd_workshop
+        from .serve.server import cmd_serve
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,
                 "build": cmd_build, "recorded": cmd_recorded, "profile": cmd_profile, "why": cmd_why,
-                "reconcile": cmd_reconcile, "workshop": cmd_workshop, "aa": cmd_aa}[a.cmd](a)
+                "reconcile": cmd_reconcile, "workshop": cmd_workshop, "aa": cmd_aa, "serve": cmd_serve}[a.cmd](a)
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2

@@ -41,9 +41,11 @@ def _main(lifeline: int, which: str, *args: str) -> None:
 
 class LocalProcesses:
     """A scheduler and workers on this host: `kind` 'cuda' (one dask-cuda worker per GPU of `gpus`)
-    or 'cpu' (`n` CPU worker processes)."""
+    or 'cpu' (`n` CPU worker processes). The scheduler listens on `host`:`port` (0: any free port);
+    with `security` (a distributed.Security holding PEM texts) every process speaks TLS with it."""
 
-    def __init__(self, kind: str = "cuda", gpus=None, n: int = 1, start_timeout_s: float = START_TIMEOUT_S):
+    def __init__(self, kind: str = "cuda", gpus=None, n: int = 1, start_timeout_s: float = START_TIMEOUT_S,
+                 host: str = "127.0.0.1", port: int = 0, security=None):
         from distributed import Client
 
         env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",  # a crash is not retried elsewhere
@@ -62,23 +64,35 @@ class LocalProcesses:
         sfile = os.path.join(self._dir.name, "scheduler.json")
         life_r, self._life_w = os.pipe()
         self.procs = []
+        tls = self._tls(security) if security is not None else []
         try:
-            self._start(life_r, env, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                        "--scheduler-file", sfile)
+            self._start(life_r, env, "scheduler", "--host", host, "--port", str(port), "--no-dashboard",
+                        "--scheduler-file", sfile, *(["--protocol", "tls", *tls] if tls else []))
             address = self._address(sfile, start_timeout_s)
-            common = ["--scheduler-file", sfile, "--nthreads", "1", "--no-dashboard", "--death-timeout", "60"]
+            common = ["--scheduler-file", sfile, "--nthreads", "1", "--no-dashboard", "--death-timeout", "60", *tls]
             if kind == "cuda":
                 self._start(life_r, env, "cuda", *common)
             else:
                 self._start(life_r, env, "cpu", *common, "--nworkers", str(n))
         finally:
             os.close(life_r)
-        self.client = Client(address, timeout=start_timeout_s)
+        self.client = Client(address, timeout=start_timeout_s, security=security)
         try:
             self.client.wait_for_workers(n, timeout=start_timeout_s)
         except Exception as e:  # noqa: BLE001 - a timeout: say so, leave nothing behind
             self.close()
             raise LabkitError(f"the local Dask cluster did not get its {n} worker(s) in {start_timeout_s:.0f} s: {e}") from None
+
+    def _tls(self, security) -> list:
+        """The Dask command lines' TLS options, the PEM texts written into this cluster's private folder."""
+        out = []
+        for opt, text in (("--tls-ca-file", security.tls_ca_file), ("--tls-cert", security.tls_scheduler_cert),
+                          ("--tls-key", security.tls_scheduler_key)):
+            path = os.path.join(self._dir.name, opt.strip("-") + ".pem")
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                f.write(text)
+            out += [opt, path]
+        return out
 
     def _start(self, life_r, env, which, *args):
         cmd = [sys.executable, "-c", "import sys; from labkit.cluster_procs import _main; "

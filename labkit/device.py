@@ -128,12 +128,15 @@ _SLOW_REASONS = ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksEventReasonHwSlow
                  "nvmlClocksEventReasonHwPowerBrakeSlowdown")
 
 
-def throttled(nv, h) -> bool:
+def slowdowns(nv, h) -> list:
+    """The active slowdowns of the GPU `h` by name ('SwPowerCap', 'HwThermalSlowdown', ...)."""
     get = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
-    slow = 0
-    for name in _SLOW_REASONS:
-        slow |= getattr(nv, name, 0)
-    return bool(get(h) & slow)
+    mask = get(h)
+    return [n.replace("nvmlClocksEventReason", "") for n in _SLOW_REASONS if mask & getattr(nv, n, 0)]
+
+
+def throttled(nv, h) -> bool:
+    return bool(slowdowns(nv, h))
 
 
 def sm_clock() -> tuple[int | None, bool]:

@@ -23,17 +23,33 @@ def render(op, name: str, source: str, kernel: str, dtype: str, width: int, bloc
             f'#line 1 "{name}-launcher.cu"\n{launcher}')
 
 
-def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str, width: int = 1,
-                   block: int = 256) -> Variant:
-    op = get_op(op_name)
-    for arg, val in (("name", name), ("source", source), ("kernel", kernel), ("dtype", dtype)):
-        if not isinstance(val, str):
-            raise ConfigError(f"inline: {arg} must be a str, got {type(val).__name__} {val!r}")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+def check_name(op, name: str) -> None:
+    """A variant name that is an identifier (it reaches file, library and symbol names) and not taken."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ConfigError(f"variant name {name!r} must be an identifier (letters, digits, _)")
     if name == "torch" or any(v.name == name and not v.is_inline for v in op.variants):
         raise ConfigError(f"variant name {name!r} is taken by {op.name}'s {'baseline' if name == 'torch' else 'shipped variant'}; "
                           "choose another name")
+
+
+def from_text(op, name: str, dtype: str, width: int, note: str, text: str) -> Variant:
+    """The variant of a rendered .cu text, written into this machine's build cache under a name
+    that holds its content's hash (an edited kernel is a new file, a new build, a new launcher)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    path = cache_root() / "inline" / f"{op.name}_{name}_{digest}.cu"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return Variant(name, dtype, width=width, note=note, source=path, symbol=f"inline_{op.name}_{name}")
+
+
+def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str, width: int = 1,
+                   block: int = 256, build: bool = True) -> Variant:
+    """`build=False` (connected to `labkit serve`): the source travels to the server and is built there."""
+    op = get_op(op_name)
+    for arg, val in (("name", name), ("source", source), ("kernel", kernel), ("dtype", dtype)):
+        if not isinstance(val, str):
+            raise ConfigError(f"inline: {arg} must be a str, got {type(val).__name__} {val!r}")
+    check_name(op, name)
     if not op.inline_launcher:
         able = ", ".join(o.name for o in ops().values() if o.inline_launcher)
         raise ConfigError(f"op {op.name!r} has no inline launcher template; inline kernels work for {able}")
@@ -43,12 +59,8 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
         raise ConfigError(f"inline: block (threads per block) must be an int in [1, 1024], got {block!r}")
     if not re.search(rf"__global__\s+void\s+{re.escape(kernel)}\s*\(", source):
         raise ConfigError(f"the source defines no `__global__ void {kernel}(...)`")
-    text = render(op, name, source, kernel, dtype, width, block)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    path = cache_root() / "inline" / f"{op.name}_{name}_{digest}.cu"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    v = Variant(name, dtype, width=width, note=f"inline kernel {kernel}", source=path, symbol=f"inline_{op.name}_{name}")
-    build_library(f"inline_{op.name}_{name}", [path])  # CompileError here leaves the old variant in place
+    v = from_text(op, name, dtype, width, f"inline kernel {kernel}", render(op, name, source, kernel, dtype, width, block))
+    if build:
+        build_library(f"inline_{op.name}_{name}", [v.source])  # CompileError here leaves the old variant in place
     op.add_variant(v)
     return v

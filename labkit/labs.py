@@ -35,8 +35,13 @@ LIVE = None  # set on first use by live(); a test may set it to exercise the liv
 
 
 def live() -> bool:
-    """True when this process sees a CUDA GPU (the labs then measure), False in recorded mode."""
+    """True when this process sees a CUDA GPU or is connected to `labkit serve` (the labs then
+    measure), False in recorded mode."""
     global LIVE
+    from .remote import connected
+
+    if connected() is not None:
+        return True
     if LIVE is None:
         try:
             from .device import has_gpu
@@ -52,6 +57,12 @@ def start() -> bool:
     (GPUs, drivers, dates, commits), or that no recorded data exists yet. Returns live()."""
     from . import recorded
 
+    from .remote import connected
+
+    server = connected()
+    if server is not None:
+        print(f"LIVE: measuring on the workshop's GPU box {server.address} ({', '.join(server.info['gpus'])})")
+        return True
     if live():
         from .device import visible_gpus
 
@@ -343,11 +354,12 @@ def check_variant(op: str, name: str, dtype: str, shapes) -> list:
     processes through labkit.session.run: [(ok, text)]."""
     from .config import resolve
     from .records import ResultLog
+    from .remote import connected
     from .session import run
 
     cfgs = [resolve(op, name, dtype, s, "cold", timed=False) for s in shapes]
     # the same worker pool as labkit.bench's (same settings), so no second set of workers starts
-    recs = run(cfgs, ResultLog(), title=f"self-check {op} {name}", progress=False, kernel_time=True, energy=False)
+    recs = run(cfgs, ResultLog(), connected(), title=f"self-check {op} {name}", progress=False, kernel_time=True, energy=False)
     return [(r.get("status") == "ok", f"correctness at {r['shape']}: {r.get('status')}"
              + (f" ({r['error']})" if r.get("error") else "")) for r in recs]
 

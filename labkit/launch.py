@@ -140,18 +140,20 @@ def harness_launcher(symbol: str) -> Launcher:
     return Launcher(harness(), symbol, symbol)
 
 
-def library_for(op, v, axes=()):
+def library_for(op, v, axes=(), arch: str | None = None):
     """(library, symbol) of a variant: its family's library (all shipped variants at default tuning
-    axes, one build), a one-variant library per other axis value set, or an inline variant's own."""
+    axes, one build), a one-variant library per other axis value set, or an inline variant's own.
+    `arch`: build for that compute capability (default: this process's GPU; `labkit serve` builds
+    attendees' kernels before they reach a GPU worker)."""
     from .build import build_library, family_library
     from .registry import family_exports
 
     if v.is_inline:
-        return build_library(f"inline_{op.name}_{v.name}", [v.source]), v.symbol
+        return build_library(f"inline_{op.name}_{v.name}", [v.source], arch), v.symbol
     if not axes:
-        return family_library(op.source, family_exports(op.source)), v.symbol
+        return family_library(op.source, family_exports(op.source), arch), v.symbol
     symbol, launch = op.export(v, axes)
-    return family_library(op.source, [(symbol, launch)], tag=f"-{symbol}"), symbol
+    return family_library(op.source, [(symbol, launch)], arch, tag=f"-{symbol}"), symbol
 
 
 _launchers: dict = {}

@@ -16,9 +16,9 @@ LAYERS = [
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
     ("measure", {"launch", "timing", "cupti", "energy", "ceilings"}),
     ("run", {"config", "runner", "calls", "records", "session", "workers", "worker_child", "cluster", "cluster_procs",
-             "sweeps", "verdicts"}),
+             "remote", "sweeps", "verdicts"}),
     ("faces", {"__init__", "cli", "explore", "nsight", "why", "hints", "roofline", "recorded", "tables", "readme",
-               "benchmarks", "labs", "main_job", "clocks", "notebooks", "selftest"}),
+               "benchmarks", "labs", "main_job", "clocks", "notebooks", "selftest", "serve"}),
 ]
 LAYER = {name: k for k, (_, names) in enumerate(LAYERS) for name in names}
 MODULES = sorted(p for p in PKG.rglob("*.py"))

@@ -1,0 +1,338 @@
+"""CPU half of `labkit serve`, piece by piece: the fair queue, the GPU guard (a fake NVML), the
+board, the token's TLS material and the plain-data requests, the dispatcher (a TLS scheduler in
+this process, a fake executor), and the command with labkit.connect routing labkit.bench there."""
+import threading
+import time
+
+import pytest
+
+from labkit.config import plan, resolve
+from labkit.errors import ConfigError, LabkitError
+
+TOKEN = "a-token-for-the-serve-unit-tests"
+SRC = "__global__ void my_add(const __half* a, const __half* b, __half* c, int64_t n) {{ /* {tag} */ }}"
+
+
+def _inline(name="mine", tag=""):
+    from labkit.inline_kernel import inline_variant
+
+    return inline_variant("add", name, SRC.format(tag=tag), "my_add", "f16", width=8, build=False)
+
+
+# ---- the fair queue -----------------------------------------------------------------------------------
+def _req(who, n=1, rid=None):
+    from labkit.serve.queue import Request
+
+    return Request(rid or f"{who}{time.monotonic_ns()}", who, "c", "r", "t", [object()] * n)
+
+
+def test_the_queue_takes_turns_and_a_newcomer_waits_one_round():
+    from labkit.serve.queue import FairQueue
+
+    fq = FairQueue()
+    for r in [_req("ann", rid="a1"), _req("ann", rid="a2"), _req("ann", rid="a3"), _req("bob", rid="b1"),
+              _req("bob", rid="b2")]:
+        fq.add(r)
+    assert [r.id for r in fq.order()] == ["a1", "b1", "a2", "b2", "a3"]
+    assert fq.pop().id == "a1"
+    fq.add(_req("cy", rid="c1"))  # joins behind everyone waiting now
+    got = [fq.pop().id for _ in range(5)]
+    assert got == ["b1", "a2", "c1", "b2", "a3"] and fq.pop() is None
+    assert [fq.running[i].seq for i in ["a1", "b1", "a2", "c1"]] == [1, 2, 3, 4]
+    assert fq.running["c1"].arrived_at_seq == 1
+
+
+def test_places_and_expected_waits_follow_the_order_and_the_workers():
+    from labkit.serve.queue import FairQueue
+
+    fq = FairQueue(first_guess_s=1.0)
+    for r in [_req("ann", 2, "a1"), _req("ann", 2, "a2"), _req("bob", 1, "b1")]:
+        fq.add(r)
+    assert fq.places(workers=1) == {"a1": (1, 0.0), "b1": (2, 2.0), "a2": (3, 3.0)}
+    assert fq.places(workers=2) == {"a1": (1, 0.0), "b1": (2, 0.0), "a2": (3, 1.0)}
+    fq.drop(lambda r: r.id != "b1")
+    assert list(fq.places(1)) == ["a1", "a2"] and fq.ring == type(fq.ring)(["ann"])
+
+
+# ---- the GPU guard --------------------------------------------------------------------------------------
+class FakeProbe:
+    why = "no NVML in this test"
+
+    def __init__(self, readings):
+        self.readings = list(readings)
+
+    def read(self):
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def _r(others=0, temp=50.0, slow=()):
+    return {"other_procs": others, "temp_c": temp, "slowdown": list(slow)}
+
+
+def test_the_guard_passes_waits_or_marks_the_row():
+    from labkit.serve.guard import GpuGuard
+
+    ok = GpuGuard(FakeProbe([_r()]), wait_s=1, poll_s=0.01).check()
+    assert ok["gpu_check"] == "ok" and ok["gpu_other_procs"] == 0 and ok["gpu_slowdown"] == ""
+    waited = GpuGuard(FakeProbe([_r(others=1), _r(temp=85), _r()]), wait_s=1, poll_s=0.01).check()
+    assert waited["gpu_check"] == "waited" and waited["gpu_check_wait_s"] >= 0.02
+    busy = GpuGuard(FakeProbe([_r(others=2, temp=90, slow=["HwThermalSlowdown"])]), wait_s=0.05, poll_s=0.01).check()
+    assert busy["gpu_check"].startswith("busy: 2 other process(es)") and "90 °C (limit 80)" in busy["gpu_check"]
+    assert "slowdown HwThermalSlowdown" in busy["gpu_check"] and busy["gpu_temp_c"] == 90
+
+
+def test_the_guard_says_unavailable_without_nvml_and_the_runner_adds_its_fields(monkeypatch):
+    from fake_runner import configs
+
+    from labkit.runner import ContextLost
+    from labkit.serve.guard import GpuGuard, GuardedRunner
+
+    g = GuardedRunner(inner="fake_runner:FakeRunner")
+    g.guard = GpuGuard(FakeProbe([None]))
+    row = g.run(configs(["ok"])[0])
+    assert row["gpu_check"] == "unavailable: no NVML in this test" and row["gpu_other_procs"] is None
+    with pytest.raises(ContextLost) as lost:  # a lost context's row says what the guard saw too
+        g.run(configs(["lost"])[0])
+    assert lost.value.record["gpu_check"].startswith("unavailable")
+    g.phase = marks = []
+    assert g.inner.phase is marks and g.prebuild(configs(["ok"])) == 1  # phases and prebuild reach the inner runner
+    monkeypatch.setattr(g.inner, "run", lambda cfg: {"status": "ok"})
+    assert "gpu_check" not in g.run(resolve("add", "f16x8", "f16", "1x7", timed=False))  # only timed ones wait
+
+
+# ---- the board ------------------------------------------------------------------------------------------
+def test_the_board_shows_correctness_time_and_verdicts_per_exercise_and_attendee():
+    from labkit.serve.board import Board, verdict
+    from labkit.serve.queue import Request
+
+    v = _inline(tag="board")
+    cfgs = [resolve("add", v, "f16", "1x7", timed=False)]
+    b = Board()
+    req = Request("r1", "<b>ann</b>", "c", "q", "t", cfgs)
+    b.add(req, {"op": "add", "dtype": "f16", "variant": "mine", "shape": "1x7", "mode": "cold", "status": "ok"})
+    timed = Request("r2", "<b>ann</b>", "c", "q", "t", plan("add", ["f16x8", v], "f16", ["4096x4096"]))
+    for name, t in [("torch", 10.0), ("f16x8", 16.0), ("mine", 9.9)]:
+        b.add(timed, {"op": "add", "dtype": "f16", "variant": name, "shape": "4096x4096", "mode": "cold",
+                      "status": "ok", "time_us": t})
+    e = b.snapshot()["exercises"][0]["entries"][0]
+    assert (e["attendee"], e["correct"], e["checks_passed"], e["checks"], e["time_us"]) == ("<b>ann</b>", "correct", 2, 2, 9.9)
+    assert e["verdict"] == "torch 0.99x (on par) · f16x8 0.62x (faster)" == verdict({"f16x8": 0.61875, "torch": 0.99})
+    b.add(timed, {"op": "add", "dtype": "f16", "variant": "mine", "shape": "1x1023", "mode": "cold", "status": "failed",
+                  "error": "output 0: 3 elements differ"})
+    e = b.snapshot()["exercises"][0]["entries"][0]
+    assert e["correct"] == "wrong" and e["error"] == "output 0: 3 elements differ"
+    edited = _inline(tag="edited")  # a new kernel under the same name starts a new entry
+    b.add(Request("r3", "<b>ann</b>", "c", "q", "t", [resolve("add", edited, "f16", "1x7", timed=False)]),
+          {"op": "add", "dtype": "f16", "variant": "mine", "shape": "1x7", "mode": "cold", "status": "ok"})
+    e = b.snapshot()["exercises"][0]["entries"][0]
+    assert (e["correct"], e["checks"], e["time_us"]) == ("correct", 1, None)
+
+
+# ---- the token and the requests -----------------------------------------------------------------------
+def test_the_token_gives_the_same_certificate_everywhere_and_a_short_one_is_refused():
+    from labkit.remote import check_name, security
+
+    a, b, c = security(TOKEN), security(TOKEN), security(TOKEN + "x")
+    assert a.tls_ca_file == b.tls_ca_file and a.tls_client_key == b.tls_client_key
+    assert c.tls_ca_file != a.tls_ca_file and a.require_encryption
+    with pytest.raises(ConfigError, match="at least 16 characters"):
+        security("short")
+    for bad in ["", "x" * 41, "tab\there", None]:
+        with pytest.raises(ConfigError, match="1 to 40 printable"):
+            check_name(bad)
+    assert check_name(" <img src=x onerror=alert(1)> ") == "<img src=x onerror=alert(1)>"
+
+
+def test_a_request_travels_as_plain_data_and_the_inline_source_with_it(tmp_path, monkeypatch):
+    import json
+
+    from labkit.remote import decode, encode
+
+    cfg = plan("add", ["f16x8_pack"], "f16", ["4096x4096"], ("hot",), rule={"budget_s": 0.7})[1]
+    d = json.loads(json.dumps(encode(cfg)))  # nothing but JSON
+    assert decode(d) == cfg and decode(d, budget_s=0.2).rule.budget_s == 0.2
+    v = _inline(tag="travels")
+    d = json.loads(json.dumps(encode(resolve("add", v, "f16", "1x7"))))
+    text = v.source.read_text()
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "box-cache"))  # the box's own cache
+    got = decode(d).variant
+    assert got.is_inline and got.source.read_text() == text and str(got.source).startswith(str(tmp_path))
+    assert got.name == "mine" and got.symbol == "inline_add_mine" and got.width == 8
+    for bad, match in [({**d, "variant": "f16x8"}, "taken by add's shipped variant"),
+                       ({**d, "variant": "x; rm -rf /"}, "must be an identifier"),
+                       ({**d, "inline": None, "variant": "nosuch"}, "no variant 'nosuch'"),
+                       ({k: x for k, x in d.items() if k != "rule"}, "malformed request")]:
+        with pytest.raises(ConfigError, match=match):
+            decode(bad)
+
+
+# ---- the dispatcher, with a fake executor ---------------------------------------------------------------
+class FakeEx:
+    """Yields an ok row per configuration; an inline kernel tagged 'slow' waits for `release`, one
+    tagged 'raise' raises a ConfigError."""
+
+    def __init__(self):
+        self.ran, self.release = [], threading.Event()
+
+    def run_all(self, title, groups):
+        for g in groups:
+            self.ran.append([c.variant_s for c in g])
+            for c in g:
+                text = c.variant.source.read_text() if c.variant.is_inline else ""
+                if "slow" in text:
+                    self.release.wait(10)
+                if "raise" in text:
+                    raise ConfigError("add raise: not on this box")
+                yield {"op": c.op, "variant": c.variant_s, "dtype": c.dtype, "shape": c.shape_s, "mode": c.mode,
+                       "status": "ok", "time_us": 5.0}
+
+
+@pytest.fixture
+def dispatcher(monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from labkit.remote import INFO, ServeExecutor, security
+    from labkit.serve.board import Board
+    from labkit.serve.dispatch import Dispatcher
+
+    def builder(cfg):
+        if "syntax error" in cfg.variant.source.read_text():
+            from labkit.errors import CompileError
+
+            raise CompileError("expected a ';'", file="mine.cu", line=1)
+
+    with distributed.LocalCluster(n_workers=0, processes=False, security=security(TOKEN), protocol="tls",
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster, security=security(TOKEN)) as client:
+        distributed.Variable(INFO, client=client).set({"gpus": ["Fake GPU"], "board": None})
+        fake = FakeEx()
+        d = Dispatcher(client, fake, Board(), workers=1, request_budget_s=1.0, builder=builder).start()
+        ex = ServeExecutor(cluster.scheduler_address, TOKEN, "ann")
+        try:
+            yield d, fake, ex
+        finally:
+            fake.release.set()
+            ex.close()
+            d.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_kernel_that_does_not_compile_costs_its_rows_not_a_gpu_turn(dispatcher):
+    from labkit.records import ResultLog
+    from labkit.session import run
+
+    d, fake, ex = dispatcher
+    bad = _inline("bad", "syntax error")
+    rows = run(plan("add", ["f16x8", bad], "f16", ["4096x4096"]), ResultLog(), ex, progress=False)
+    by = {r["variant"]: r for r in rows}
+    assert by["bad"]["status"] == "error" and by["bad"]["worker"] == "compile" and "mine.cu:1: expected a ';'" in by["bad"]["error"]
+    assert fake.ran == [["torch", "f16x8"]] and by["f16x8"]["attendee"] == "ann" and by["f16x8"]["queue_seq"] == 1
+    only_bad = run([resolve("add", bad, "f16", "1x7", timed=False)], ResultLog(), ex, progress=False)
+    assert [r["worker"] for r in only_bad] == ["compile"] and len(fake.ran) == 1
+
+
+@pytest.mark.timeout(120)
+def test_errors_reach_the_attendee_and_a_cancelled_run_leaves_the_queue(dispatcher):
+    from labkit.records import ResultLog
+    from labkit.session import run
+    from labkit.spec import Variant
+
+    d, fake, ex = dispatcher
+    with pytest.raises(ConfigError, match="op 'add' has no variant 'nosuch'"):
+        run(plan("add", [Variant("nosuch", "f16")], "f16", ["1x7"]), ResultLog(), ex, progress=False)
+    with pytest.raises(ConfigError, match="not on this box"):
+        run(plan("add", [_inline("boom", "raise")], "f16", ["1x7"], baseline=False), ResultLog(), ex, progress=False)
+    # three requests, Ctrl-C while the first runs: the other two never reach the executor
+    import signal
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    slow = [plan("add", [_inline(f"slow{k}", "slow")], "f16", [f"1x{7 + k}"], baseline=False)[0] for k in range(3)]
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        with pytest.raises(KeyboardInterrupt):
+            run(slow, ResultLog(), ex, progress=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert fake.ran[-1] == ["slow0"]
+    time.sleep(1.0)  # the cancellation reaches the dispatcher
+    fake.release.set()
+    deadline = time.monotonic() + 10
+    while d.fq.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert len(d.fq) == 0 and fake.ran[-1] == ["slow0"]
+    assert run(plan("add", ["f16x8"], "f16", ["1x7"]), ResultLog(), ex, progress=False)  # still usable
+
+
+@pytest.mark.timeout(120)
+def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
+    """A notebook closed mid-run sends no cancellation: its client's disappearance is enough."""
+    from labkit.remote import INBOX, ServeExecutor, encode
+
+    d, fake, ex = dispatcher
+    import distributed
+
+    gone = ServeExecutor(ex.address, TOKEN, "leaver")
+    inbox = distributed.Queue(INBOX, client=gone.client)
+    for k in range(3):
+        cfg = plan("add", [_inline(f"slow_left{k}", "slow")], "f16", [f"1x{7 + k}"], baseline=False)[0]
+        inbox.put({"kind": "request", "id": f"left{k}", "attendee": gone.name, "client": gone.client.id,
+                   "reply": gone.reply, "title": "t", "configs": [encode(cfg)]})
+    deadline = time.monotonic() + 20
+    while not fake.ran or fake.ran[-1] != ["slow_left0"]:
+        assert time.monotonic() < deadline, fake.ran
+        time.sleep(0.05)
+    gone.client.close()  # the tab closes
+    deadline = time.monotonic() + 20
+    while len(d.fq):
+        assert time.monotonic() < deadline, "the leaver's waiting requests are still queued"
+        time.sleep(0.1)
+    fake.release.set()
+    time.sleep(0.5)
+    assert fake.ran[-1] == ["slow_left0"]
+
+
+# ---- the command, and labkit.connect routing labkit.bench --------------------------------------------------
+@pytest.mark.timeout(180)
+def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import labkit
+    from labkit import labs, remote
+
+    pytest.importorskip("distributed")
+    info = tmp_path / "serve.json"
+    tests = str(Path(__file__).parent)
+    env = dict(os.environ, LABKIT_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--board-port", "0", "--cpu-workers", "1", "--runner", "fake_serve_runner:SleepRunner",
+                             "--guard-wait", "0", "--info", str(info)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not info.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "labkit serve did not start"
+            time.sleep(0.2)
+        s = json.loads(info.read_text())
+        monkeypatch.setenv("LABKIT_SERVER", s["local_address"])
+        monkeypatch.setenv("LABKIT_TOKEN", TOKEN)
+        monkeypatch.setenv("LABKIT_NAME", "grace")
+        try:
+            assert labs.live() is True  # LABKIT_SERVER connects on first use
+            df = labkit.bench("add", ["f16x8_pack"], "f16", ["1024x1024"], progress=False)
+            assert sorted(df["variant"]) == ["f16x8_pack", "torch"] and set(df["attendee"]) == {"grace"}
+            assert set(df["gpu"]) == {"Fake GPU"} and (df["queue_wait_s"] >= 0).all()
+        finally:
+            remote.disconnect()
+        assert "connected to labkit serve at" in capsys.readouterr().out
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and f"LABKIT_TOKEN={TOKEN}" in out and "the board:  http://127.0.0.1:" in out
