@@ -12,9 +12,8 @@
 * versus(), fastest() (from labkit.verdicts): a ratio of two rows with its interval and verdict, and
   a fastest row named only on a verdict;
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
-* kernel_sass(), instructions(), mem_mix(): a shipped variant's machine code (nvcc, no GPU);
-* cell_sass(): a kernel written in a cell compiled to SASS, the .cu and cubin kept in the build
-  cache (labkit.paths.cache_root()/labs, named by content), never in a temporary folder;
+* kernel_sass(), instructions(), mem_mix(), cell_sass(): machine code (nvcc, no GPU) of a shipped
+  variant or of a cell's kernel (kept in the build cache, cache_root()/labs, named by content);
 * try_kernel(), check_variant(), compare(), self_check(): the exercise's kernel as a variant (on a
   GPU), its check and time through the one run loop in worker processes (a kernel that faults costs
   a worker, not the notebook), and the PASS / TODO lines of a self-check.
@@ -38,25 +37,21 @@ def live() -> bool:
     """True when this process sees a CUDA GPU or is connected to `labkit serve` (the labs then
     measure), False in recorded mode."""
     global LIVE
+    from .device import has_gpu
     from .remote import connected
 
-    if connected() is not None:
-        return True
     if LIVE is None:
         try:
-            from .device import has_gpu
-
             LIVE = bool(has_gpu())
         except Exception:  # no CUDA build of torch, no driver: recorded mode
             LIVE = False
-    return LIVE
+    return connected() is not None or LIVE
 
 
 def start() -> bool:
     """The lab's first output: LIVE (and which GPUs), or RECORDED MODE with the recorded data's banner
     (GPUs, drivers, dates, commits), or that no recorded data exists yet. Returns live()."""
     from . import recorded
-
     from .remote import connected
 
     server = connected()
@@ -82,9 +77,7 @@ def start() -> bool:
 
 
 def empty():
-    import pandas as pd
-
-    return pd.DataFrame(columns=COLS)
+    return __import__("pandas").DataFrame(columns=COLS)
 
 
 def base(variant: str) -> str:

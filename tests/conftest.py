@@ -26,3 +26,15 @@ def _labkit_cache(tmp_path_factory, monkeypatch):
     # builds go to one cache per test session unless the caller chose one
     if "LABKIT_CACHE" not in os.environ:
         monkeypatch.setenv("LABKIT_CACHE", str(tmp_path_factory.getbasetemp() / "labkit-cache"))
+
+
+@pytest.fixture(autouse=True)
+def _variants_as_shipped():
+    """Inline variants a test adds (labkit.inline, a served kernel) leave with the test: the next
+    test plans over the shipped variants only."""
+    from labkit.registry import ops
+
+    before = {name: list(op.variants) for name, op in ops().items()}
+    yield
+    for name, op in ops().items():
+        op.variants = before.get(name, op.variants)
