@@ -35,7 +35,9 @@ def test_serve_measures_an_inline_kernel_on_a_quiet_gpu_and_a_fault_costs_its_ro
 
     from labkit.remote import ServeExecutor
     from labkit.serve.server import Server
+    from labkit.workers import _close_pools
 
+    _close_pools()  # earlier tests' worker pools in this process hold the GPU too: the guard would see them
     s = Server(TOKEN, host="127.0.0.1", port=0, board_port=0, gpus="0", guard_wait_s=3)
     ex = ServeExecutor(s.local_address, TOKEN, "gpu test")
     try:

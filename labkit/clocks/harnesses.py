@@ -68,7 +68,7 @@ class Subject:
 
         self.cfg = cfg
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
-        self.inputs, self.outputs, _ = Runner(peak=False, kernel_time=False)._inputs(cfg)
+        (self.inputs, self.outputs), = Runner(peak=False, kernel_time=False)._inputs(cfg)[0]
         if v.is_torch:
             self.go = lambda: op.torch_impl(self.inputs, self.outputs, shape, v.dtype)
         else:
