@@ -27,6 +27,7 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
     unless workers=False; `axes` sweeps tuning axes, e.g. {"block": [128, 256, 512]}."""
     from .config import plan
     from .records import ResultLog, check_output, save
+    from .remote import connected
     from .session import run
 
     if out:
@@ -34,8 +35,8 @@ def bench(op, variants=None, dtype=None, shapes=None, modes=("cold",), width=Non
     configs = plan(op, variants, dtype, shapes, modes, width, offset, rule, axes=axes)
     log = ResultLog()
     try:
-        run(configs, log, title=f"bench {configs[0].op}", progress=progress, workers=workers, gpus=gpus,
-            kernel_time=kernel_time, energy=energy)
+        run(configs, log, connected(), title=f"bench {configs[0].op}", progress=progress, workers=workers,
+            gpus=gpus, kernel_time=kernel_time, energy=energy)
     finally:
         if out and log.rows:  # also on Ctrl-C or an error: what was measured is kept
             save(log.rows, out)

@@ -76,14 +76,7 @@ def groups(configs: list) -> list:
 
 
 def executor(workers=True, gpus=None, runner=None, cluster=None, **runner_kw):
-    """The executor for a run: a Dask cluster, the `labkit serve` box this session is connected to
-    (labkit.connect / LABKIT_SERVER), worker processes (per GPU), or this process."""
-    if cluster is None and runner is None:
-        from .remote import connected
-
-        box = connected()
-        if box is not None:
-            return box
+    """The executor for a run: a Dask cluster, worker processes (per GPU), or this process."""
     if cluster:
         from .cluster import DaskExecutor
 

@@ -141,7 +141,10 @@ def test_rows_keep_compact_samples():
     assert compare_rows({"time_us": 1.0}, _row("a", [1.0, 2.0])) is None
 
 
-def test_runner_gives_vs_torch_an_interval_and_a_verdict():
+def test_runner_gives_vs_torch_an_interval_and_a_verdict(monkeypatch):
+    import labkit.device
+
+    monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})  # the guard's L2, no GPU here
     rng = np.random.default_rng(0)
     cfg = resolve("add", "f16x8_pack", "f16", "1024x1024", rule=make_rule(budget_s=0.1))
     runner = Runner(peak=False)
