@@ -36,7 +36,7 @@ def test_verdicts_from_a_recorded_file():
         "labkit cold-dirty CUPTI ≤ labkit cold-dirty": "holds (-7.5 %)",
         "labkit rotating CUPTI ≤ labkit rotating": "holds (-7.2 %)",
         "labkit cold ≤ labkit cold-dirty + 1 %": "holds (-18.8 %)",
-        "labkit cold ≤ labkit rotating + 1 %": "holds (-21.2 %)",
+        "labkit cold CUPTI ≤ labkit rotating CUPTI + 1 %": "holds (-23.4 %)",
         "triton do_bench ≈ nvbench cold ± 3 %": "holds (+1.3 %)",
     }
     # a record with two states and no nvbench: the gaps say why, the rest is judged

@@ -58,9 +58,10 @@ RELATIONS = (
     Relation("labkit cold", "labkit cold-dirty", "≤", 0.01,
              "cold's read flush leaves clean lines: the kernel's writes can stay dirty in L2 and be written back "
              "after the stop event; cold-dirty starts with dirty lines, whose eviction the kernel pays inside"),
-    Relation("labkit cold", "labkit rotating", "≤", 0.01,
+    Relation("labkit cold CUPTI", "labkit rotating CUPTI", "≤", 0.01,
              "rotating reads inputs that are not in L2, as cold does, and also pays for writing back the outputs "
-             "of earlier launches"),
+             "of earlier launches; compared on kernel time, since a cold launch's events also hold its launch "
+             "latency (~3 µs) and rotating's launches run back to back in a graph"),
     Relation("triton do_bench", "nvbench cold", "≈", 0.03,
              "both flush with writes (do_bench zeroes 256 MB) and time one launch between events; do_bench has no "
              "blocking kernel, so host time between its start event and the launch lands inside whenever the "
