@@ -61,6 +61,6 @@ def inline_variant(op_name: str, name: str, source: str, kernel: str, dtype: str
         raise ConfigError(f"the source defines no `__global__ void {kernel}(...)`")
     v = from_text(op, name, dtype, width, f"inline kernel {kernel}", render(op, name, source, kernel, dtype, width, block))
     if build:
-        build_library(f"inline_{op.name}_{name}", [v.source])  # CompileError here leaves the old variant in place
+        build_library(v.library, [v.source])  # CompileError here leaves the old variant in place
     op.add_variant(v)
     return v

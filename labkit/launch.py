@@ -149,7 +149,7 @@ def library_for(op, v, axes=(), arch: str | None = None):
     from .registry import family_exports
 
     if v.is_inline:
-        return build_library(f"inline_{op.name}_{v.name}", [v.source], arch), v.symbol
+        return build_library(v.library, [v.source], arch), v.symbol
     if not axes:
         return family_library(op.source, family_exports(op.source), arch), v.symbol
     symbol, launch = op.export(v, axes)

@@ -48,6 +48,13 @@ class Variant:
     def is_inline(self) -> bool:
         return self.source is not None
 
+    @property
+    def library(self) -> str:
+        """An inline variant's library, named by its source file (op, name and content hash): two
+        kernels of one name (two attendees' "mine" on a `labkit serve` box, an edited cell) never
+        share a library, whose launcher a process would otherwise look up in the other's."""
+        return f"inline_{Path(self.source).stem}"
+
 
 def check_width(width, what: str = "width") -> int:
     """A vector width (elements per access) as an int >= 1, else ConfigError naming `what`."""

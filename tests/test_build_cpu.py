@@ -205,3 +205,12 @@ def test_generated_sources_written_by_threads_side_by_side(tmp_path, monkeypatch
             paths = list(pool.map(lambda _: generated("add.cu", exports, tag=f"-r{round_}"), range(8)))
         assert len(set(paths)) == 1 and paths[0].read_text().startswith('#include "add.cu"')
     assert not list((tmp_path / "gen").glob("*.tmp"))
+
+
+
+def test_an_inline_library_is_named_by_its_source_content():
+    """Two kernels of one name (two attendees' `mine`, an edited cell) never share a library name."""
+    from labkit.registry import Variant
+
+    v1, v2 = (Variant("mine", "f16", source=f"/c/inline/add_mine_{h}.cu", symbol="inline_add_mine") for h in ("a1", "b2"))
+    assert (v1.library, v2.library) == ("inline_add_mine_a1", "inline_add_mine_b2")

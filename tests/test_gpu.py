@@ -125,3 +125,24 @@ def test_call_returns_outputs_and_names_bad_tensors():
     r = Runner().run(resolve("add", "f32", None, (1 << 20, 1 << 20)))
     assert r["status"] == "skipped" and "GiB of GPU memory" in r["error"]
     assert labkit.call("add", "f32", a, a, sync=True).sum().item() == 128  # session still usable
+
+
+@pytest.mark.gpu
+def test_two_inline_kernels_of_one_name_never_share_a_library():
+    """Two attendees' `mine` on one `labkit serve` box (or an edited cell): each source builds its own
+    library, named by the source's content, and each launcher is found in its own library (one
+    library name for both made the second look its launcher up in the first's, on an H100)."""
+    from labkit.inline_kernel import inline_variant
+    from labkit.launch import library_for
+    from labkit.registry import get_op
+
+    src = """__global__ void my_add(const float* a, const float* b, float* c, long n) {{
+      long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+      if (i < n) c[i] = a[i] + b[i] * {k};
+    }}"""
+    v1 = inline_variant("add", "mine", src.format(k=1), "my_add", "f32")
+    v2 = inline_variant("add", "mine", src.format(k=2), "my_add", "f32")
+    assert v1.library != v2.library and v1.symbol == v2.symbol
+    (lib1, s1), (lib2, s2) = library_for(get_op("add"), v1), library_for(get_op("add"), v2)
+    assert lib1.path != lib2.path
+    assert lib1.address(s1) and lib2.address(s2) and lib1.address(s1) != lib2.address(s2)

@@ -129,7 +129,7 @@ def test_a_hung_nvcc_under_ninja_stops_labkit_inline(cuda, monkeypatch):
     torch_ninja = cpp_extension._run_ninja_build
     cuda.hang("nvcc")
     src = "__global__ void k(const float* a, const float* b, float* c, long n) {}"
-    with pytest.raises(ToolTimeoutError, match=r"^nvcc \(ninja building inline_add_hung-sm90-\w+\) did not finish in "
+    with pytest.raises(ToolTimeoutError, match=r"^nvcc \(ninja building inline_add_hung_\w+-sm90-\w+\) did not finish in "
                                                 r"1 s and was stopped \(`ninja -v`; its process group was killed\)") as e:
         _timed(lambda: labkit.inline("add", "hung", src, "k", "f32"))
     assert e.value.tool == "nvcc" and e.value.timeout_s == 1
