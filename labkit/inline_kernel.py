@@ -9,7 +9,7 @@ import re
 from . import dtypes
 from .build import build_library
 from .errors import ConfigError
-from .paths import cache_root
+from .paths import cache_root, write_atomic
 from .registry import Variant, get_op, ops
 from .spec import check_width
 
@@ -38,7 +38,9 @@ def from_text(op, name: str, dtype: str, width: int, note: str, text: str) -> Va
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     path = cache_root() / "inline" / f"{op.name}_{name}_{digest}.cu"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    # atomically: processes sharing a cache (attendees on one box) write the same kernel at once, and a
+    # reader of a half-written file sent an empty source (a library without its launcher, on an H200)
+    write_atomic(path, text)
     return Variant(name, dtype, width=width, note=note, source=path, symbol=f"inline_{op.name}_{name}")
 
 

@@ -214,3 +214,31 @@ def test_an_inline_library_is_named_by_its_source_content():
 
     v1, v2 = (Variant("mine", "f16", source=f"/c/inline/add_mine_{h}.cu", symbol="inline_add_mine") for h in ("a1", "b2"))
     assert (v1.library, v2.library) == ("inline_add_mine_a1", "inline_add_mine_b2")
+
+
+def test_inline_sources_are_written_whole_while_others_read_them(tmp_path, monkeypatch):
+    """Attendee processes on one box write the same kernel's source at once while others read it
+    to send: a reader never sees a truncated (empty) file."""
+    import threading
+
+    from labkit.inline_kernel import from_text
+    from labkit.registry import get_op
+
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path))
+    text = "// kernel\n" * 20000
+    path = from_text(get_op("add"), "mine", "f16", 8, "", text).source
+    seen, stop = set(), threading.Event()
+
+    def read():
+        while not stop.is_set():
+            seen.add(len(path.read_text()))
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
+    for _ in range(200):
+        from_text(get_op("add"), "mine", "f16", 8, "", text)
+    stop.set()
+    for t in readers:
+        t.join()
+    assert seen == {len(text)}
