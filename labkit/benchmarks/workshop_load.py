@@ -194,7 +194,11 @@ def main(argv=None) -> dict:
         codes = [p.wait() for p in procs]
         subs = [json.loads(line) for k in range(a.attendees) if (tmp / f"attendee-{k:02d}.jsonl").exists()
                 for line in (tmp / f"attendee-{k:02d}.jsonl").read_text().splitlines() if line.strip()]
-        result = {"gpus": ex.info["gpus"], "commit": commit(), "attendees": a.attendees, "rounds": a.rounds,
+        import datetime
+
+        result = {"gpus": ex.info["gpus"], "gpu": ", ".join(ex.info["gpus"]), **commit(),
+                  "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                  "attendees": a.attendees, "rounds": a.rounds,
                   "window_s": a.window, "think_s": a.think, "warm_up_s": warm_s,
                   "attendee_exit_codes": codes, "expected_submissions": a.attendees * a.rounds,
                   **summary(subs, a.same), "logs": str(tmp)}
