@@ -3,6 +3,7 @@ reading NVML, inline kernels built on the box before they queue), and a kernel t
 its own rows and one worker restart."""
 import pytest
 
+from labkit.benchmarks.workshop_load import SOLUTION
 from labkit.config import make_rule, plan, resolve
 from labkit.inline_kernel import inline_variant
 from labkit.records import ResultLog
@@ -11,20 +12,7 @@ from labkit.session import run
 pytestmark = pytest.mark.gpu
 TOKEN = "a-token-for-the-serve-gpu-test"
 FAST = make_rule(budget_s=0.1, noise_target=0.02)
-PACK = r"""
-__global__ void my_add(const __half* a, const __half* b, __half* c, int64_t n) {
-  const int64_t i = 8 * (int64_t(blockIdx.x) * blockDim.x + threadIdx.x);
-  if (i + 8 <= n) {
-    float4 ra = *reinterpret_cast<const float4*>(a + i), rb = *reinterpret_cast<const float4*>(b + i), rc;
-    const __half2* ha = reinterpret_cast<const __half2*>(&ra);
-    const __half2* hb = reinterpret_cast<const __half2*>(&rb);
-    __half2* hc = reinterpret_cast<__half2*>(&rc);
-    for (int k = 0; k < 4; ++k) hc[k] = __hadd2(ha[k], hb[k]);
-    *reinterpret_cast<float4*>(c + i) = rc;
-  } else {
-    for (int64_t j = i; j < n; ++j) c[j] = __hadd(a[j], b[j]);
-  }
-}"""
+PACK = SOLUTION  # the load benchmark's solution kernel: one 16-byte access per thread, as f16x8_pack
 FAULT = "__global__ void my_add(const __half* a, const __half* b, __half* c, int64_t n) { *(volatile int*)0 = 1; }"
 
 
