@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from . import cache_states
-from .paths import cache_root, results_dir
+from .paths import cache_root, results_dir, write_atomic
 
 COPY_BYTES = 1 << 30
 FMA_ITERS = 4096
@@ -52,14 +52,11 @@ def _write(path: Path, uuid: str, entry: dict) -> Path:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        # the lock file stays: deleting it after the release lets a second writer in (filelock's docs)
         with FileLock(str(path) + ".lock"):
             data = _read(path)
             data.setdefault("devices", {})[uuid] = entry
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            tmp.replace(path)
-        Path(str(path) + ".lock").unlink(missing_ok=True)
-        return path
+            return write_atomic(path, json.dumps(data, indent=1, sort_keys=True))
     except OSError as e:  # a read-only checkout: keep it in the cache instead
         alt = cache_root() / "device" / path.parent.name / "device.json"
         print(f"labkit: cannot write {path} ({e}); keeping the ceilings in {alt}", file=sys.stderr)

@@ -25,6 +25,7 @@ import json
 import re
 
 from .errors import CompileError, LabkitError
+from .paths import write_atomic
 from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
@@ -304,9 +305,7 @@ def cell_sass(op, source: str, kernel: str, dtype: str = "f32", width: int = 1, 
     path = cache_root() / "labs" / f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.cu"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_atomic(path, text)
     return sass.find_kernel(sass.functions(sass.cubin(path, arch)), kernel)
 
 

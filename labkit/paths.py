@@ -62,17 +62,22 @@ def gpu_slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` through a unique temporary file in the same folder, then rename: a
-    reader never sees half a file, and two writers (processes, or threads of one process) never
-    share a temporary name. A planted link at `path` is replaced, never written through."""
+def write_atomic(path: str | Path, content) -> Path:
+    """Write `content` (a str, or a function write(f) of a text file) to `path` through a new
+    temporary file of its own in the same folder (a fresh name, created exclusively), fsynced, then
+    renamed: a reader never sees half a file, two writers (processes, or threads of one process) never
+    share a temporary name, a link planted at `path` is replaced, never written through, and a failure
+    (a full disk) leaves `path` as it was."""
     import tempfile
 
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with open(fd, "w", encoding="utf-8", newline="") as f:
+            content(f) if callable(content) else f.write(content)
+            f.flush()
+            os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary open would create it (mkstemp's is 0600)
+            os.fsync(fd)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -81,3 +86,9 @@ def write_atomic(path: str | Path, text: str) -> Path:
             pass
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -19,12 +19,11 @@ import errno
 import json
 import os
 import stat
-import tempfile
 import warnings
 from pathlib import Path
 
 from .errors import ConfigError, LabkitError
-from .paths import not_private
+from .paths import not_private, write_atomic
 
 KEY = ("op", "variant", "dtype", "shape", "mode")
 RULE = ("noise_target", "budget_s", "max_samples")
@@ -335,31 +334,11 @@ def save(rows, path: str | Path) -> Path:
 
 
 def write_file(path, write, suffixes=SUFFIXES, what: str = "output file") -> Path:
-    """Write a whole file with write(f) (f: a text file) into a new temporary file of its own in the
-    same folder (a fresh name, created exclusively), fsynced, then renamed over `path`: a link planted
-    at the name is replaced, never written through, and a failure (a full disk) leaves `path` as it was."""
+    """Write a whole output file with write(f) (f: a text file) through paths.write_atomic: a link
+    planted at the name is replaced, never written through, and a failure (a full disk) is a clear
+    error that leaves `path` as it was."""
     path = check_output(path, suffixes, what)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        return write_atomic(path, write)
     except OSError as e:
         raise _write_error(path, e, f"{path} is unchanged") from None
-    try:
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            write(f)
-            f.flush()
-            os.fchmod(fd, 0o666 & ~_umask())  # as an ordinary open would create it (mkstemp's is 0600)
-            os.fsync(fd)
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(e, OSError):
-            raise _write_error(path, e, f"{path} is unchanged") from None
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
