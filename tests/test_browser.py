@@ -13,15 +13,12 @@ import contextlib
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
+from jupyter_runner import running
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(os.environ.get("LABKIT_BROWSER_RESULTS", ROOT / "results"))
@@ -30,12 +27,6 @@ REFRESH = os.environ.get("LABKIT_REFRESH_SCREENSHOT") == "1"  # the only way a t
 CHROMIUM = os.environ.get("LABKIT_CHROMIUM", "/usr/bin/chromium")
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -47,37 +38,13 @@ def lab_server(tmp_path_factory):
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
                                                                          "checkForUpdates": False}))
-    token, port = uuid.uuid4().hex, _free_port()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                LABKIT_RESULTS=str(RESULTS), CUDA_VISIBLE_DEVICES="",
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
-    log = open(tmp / "jupyterlab.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}",
-         f"--ServerApp.root_dir={tmp}", f"--LabApp.workspaces_dir={tmp}", "--LabApp.news_url=None",
-         "--LabApp.extension_manager=readonly", "--LabApp.expose_app_in_browser=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"JupyterLab exited: {(tmp / 'jupyterlab.log').read_text()[-2000:]}")
-                time.sleep(0.25)
-        else:
-            raise RuntimeError("JupyterLab did not answer within 30 s")
+    with running("jupyterlab", tmp, env, tmp / "jupyterlab.log",
+                 [f"--LabApp.workspaces_dir={tmp}", "--LabApp.news_url=None", "--LabApp.extension_manager=readonly",
+                  "--LabApp.expose_app_in_browser=True"]) as (base, token):
         yield {"base": base, "token": token, "tmp": tmp}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 @pytest.fixture

@@ -6,16 +6,14 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
-import uuid
 from pathlib import Path
 
 import nbformat
 import pytest
+from jupyter_runner import running
 
 from labkit.cli import main
 from labkit.notebooks import ATTRIBUTE, SOLUTION_HEADING, SOLUTION_TAG, STUB
@@ -145,12 +143,6 @@ def test_setup_needs_a_clone_and_installs_both_guards_once(tmp_path, capsys):
     assert enabled == [{"ServerApp": {"jpserver_extensions": {"labkit.notebooks": True}}}]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _git(repo, *args):
     return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                           capture_output=True, text=True, env=ENV, check=True).stdout
@@ -188,33 +180,10 @@ def server(tmp_path):
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "-m", "labs")  # before setup: a clone has its notebooks before its filter
     assert main(["workshop", "setup", str(repo), "--jupyter-config", str(conf)]) == 0
-    token, port = uuid.uuid4().hex, _free_port()
     env = dict(ENV, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
                JUPYTER_CONFIG_PATH=str(conf))
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--port={port}",
-                             "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1",
-                             f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={repo}"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=repo)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                _api(base, token, "/api/status")
-                break
-            except OSError:
-                assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
-                time.sleep(0.25)
-        else:
-            raise AssertionError("jupyter_server did not answer within 30 s")
+    with running("jupyter_server", repo, env, tmp_path / "server.log") as (base, token):
         yield {"base": base, "token": token, "repo": repo}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _open_and_save(base, token, path, kernel, where):
