@@ -263,7 +263,7 @@ def test_errors_reach_the_attendee_and_a_cancelled_run_leaves_the_queue(dispatch
     while d.fq.running:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert len(d.fq) == 0 and fake.ran[-1] == ["slow0"]
+    assert d.waiting() == 0 and fake.ran[-1] == ["slow0"]
     assert run(plan("add", ["f16x8"], "f16", ["1x7"]), ResultLog(), ex, progress=False)  # still usable
 
 
@@ -287,7 +287,7 @@ def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
         time.sleep(0.05)
     gone.client.close()  # the tab closes
     deadline = time.monotonic() + 20
-    while len(d.fq):
+    while d.waiting():  # queued, or still building
         assert time.monotonic() < deadline, "the leaver's waiting requests are still queued"
         time.sleep(0.1)
     fake.release.set()
