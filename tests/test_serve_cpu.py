@@ -190,7 +190,8 @@ class FakeEx:
 @pytest.fixture
 def dispatcher(monkeypatch):
     distributed = pytest.importorskip("distributed")
-    from labkit.remote import INFO, ServeExecutor, security
+    from dask_state import leftovers
+    from labkit.remote import INBOX, INFO, PLACES, ServeExecutor, security
     from labkit.serve.board import Board
     from labkit.serve.dispatch import Dispatcher
 
@@ -213,6 +214,8 @@ def dispatcher(monkeypatch):
             fake.release.set()
             ex.close()
             d.close()
+        # nothing per attendee or request stays on the scheduler (the inbox: while a leaver holds it)
+        assert leftovers(client, queues={INBOX}, variables={INFO, PLACES}) == {}
 
 
 @pytest.mark.timeout(120)
@@ -293,6 +296,12 @@ def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
     fake.release.set()
     time.sleep(0.5)
     assert fake.ran[-1] == ["slow_left0"]
+    from dask_state import held
+
+    deadline = time.monotonic() + 10  # its reply queue goes with it (the row of its running request too)
+    while gone.reply in d.client.run_on_scheduler(held)["queues"]:
+        assert time.monotonic() < deadline, "the leaver's reply queue stayed on the scheduler"
+        time.sleep(0.2)
 
 
 # ---- the command, and labkit.connect routing labkit.bench --------------------------------------------------
