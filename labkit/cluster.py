@@ -202,7 +202,10 @@ class DaskExecutor:
         if not left:
             self._release(run_id, q, tids, [])
             return
-        Event(f"{run_id}-stop", client=self.client).set()
+        try:
+            Event(f"{run_id}-stop", client=self.client).set()
+        except Exception:  # noqa: BLE001 - the client is closing: the scheduler releases its futures itself
+            return
         th = threading.Thread(target=self._release, args=(run_id, q, tids, left), name=f"{run_id}-release",
                               daemon=True)
         self._settling = [t for t in self._settling if t.is_alive()] + [th]
