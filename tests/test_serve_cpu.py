@@ -250,17 +250,25 @@ def test_errors_reach_the_attendee_and_a_cancelled_run_leaves_the_queue(dispatch
     def interrupt(*_):
         raise KeyboardInterrupt
 
+    def when_first_runs():  # the interrupt comes once the first runs and the other two wait
+        deadline = time.monotonic() + 30
+        while not (fake.ran and d.waiting() == 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
+
     slow = [plan("add", [_inline(f"slow{k}", "slow")], "f16", [f"1x{7 + k}"], baseline=False)[0] for k in range(3)]
     old = signal.signal(signal.SIGALRM, interrupt)
     try:
-        signal.setitimer(signal.ITIMER_REAL, 3.0)
+        threading.Thread(target=when_first_runs, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             run(slow, ResultLog(), ex, progress=False)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert fake.ran[-1] == ["slow0"]
-    time.sleep(1.0)  # the cancellation reaches the dispatcher
+    deadline = time.monotonic() + 10
+    while d.waiting():  # the cancellation reaches the dispatcher
+        assert time.monotonic() < deadline, "the cancelled requests still wait"
+        time.sleep(0.05)
     fake.release.set()
     deadline = time.monotonic() + 10
     while d.fq.running:
@@ -285,8 +293,8 @@ def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
         inbox.put({"kind": "request", "id": f"left{k}", "attendee": gone.name, "client": gone.client.id,
                    "reply": gone.reply, "title": "t", "configs": [encode(cfg)]})
     deadline = time.monotonic() + 20
-    while not fake.ran or fake.ran[-1] != ["slow_left0"]:
-        assert time.monotonic() < deadline, fake.ran
+    while not fake.ran or fake.ran[-1] != ["slow_left0"] or d.waiting() < 2:  # the first runs, the others wait
+        assert time.monotonic() < deadline, (fake.ran, d.waiting())
         time.sleep(0.05)
     gone.client.close()  # the tab closes
     deadline = time.monotonic() + 20
