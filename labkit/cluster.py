@@ -206,7 +206,7 @@ class DaskExecutor:
             Event(f"{run_id}-stop", client=self.client).set()
         except Exception:  # noqa: BLE001 - the client is closing: the scheduler releases its futures itself
             return
-        th = threading.Thread(target=self._release, args=(run_id, q, tids, left), name=f"{run_id}-release",
+        th = threading.Thread(target=self._release, args=(run_id, q, tids, left), name=f"labkit-release-{run_id}",
                               daemon=True)
         self._settling = [t for t in self._settling if t.is_alive()] + [th]
         th.start()
