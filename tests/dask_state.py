@@ -29,3 +29,10 @@ def leftovers(client, queues=(), variables=(), timeout_s: float = 15.0) -> dict:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
+
+
+def timed_out_gets(log_lines) -> list:
+    """The scheduler's log lines of a queue or variable read that timed out there: each is an error
+    with a traceback in its log (labkit reads without waiting on the scheduler)."""
+    return [m for m in log_lines if "Exception while handling op queue_get" in m
+            or "Exception while handling op variable_get" in m]

@@ -41,12 +41,14 @@ def server():
 def _nothing_left_per_request(server):
     """After each test's attendees have gone: no queue, event, variable or task of theirs or of their
     requests on the box's scheduler, no future in the server's client (a workshop lasts hours)."""
-    from dask_state import leftovers
+    from dask_state import leftovers, timed_out_gets
     from labkit.remote import INBOX, INFO, PLACES
 
     yield
     assert leftovers(server.procs.client, queues={INBOX}, variables={INFO, PLACES}) == {}
     assert not server.procs.client.futures
+    with open(f"{server.procs._dir.name}/scheduler.log") as f:
+        assert timed_out_gets(f) == []
 
 
 def exercise(i: int) -> tuple:

@@ -188,9 +188,9 @@ class FakeEx:
 
 
 @pytest.fixture
-def dispatcher(monkeypatch):
+def dispatcher(monkeypatch, caplog):
     distributed = pytest.importorskip("distributed")
-    from dask_state import leftovers
+    from dask_state import leftovers, timed_out_gets
     from labkit.remote import INBOX, INFO, PLACES, ServeExecutor, security
     from labkit.serve.board import Board
     from labkit.serve.dispatch import Dispatcher
@@ -216,6 +216,7 @@ def dispatcher(monkeypatch):
             d.close()
         # nothing per attendee or request stays on the scheduler (the inbox: while a leaver holds it)
         assert leftovers(client, queues={INBOX}, variables={INFO, PLACES}) == {}
+        assert timed_out_gets(r.getMessage() for w in ("setup", "call") for r in caplog.get_records(w)) == []
 
 
 @pytest.mark.timeout(120)
