@@ -203,6 +203,9 @@ def main(argv=None) -> dict:
                   "attendee_exit_codes": codes, "expected_submissions": a.attendees * a.rounds,
                   **summary(subs, a.same), "logs": str(tmp)}
     finally:
+        from labkit.remote import disconnect
+
+        disconnect()  # before the server stops: a client left open retries and logs tracebacks at exit
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)
