@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from . import cache_states
 from .errors import ConfigError
 from .registry import Op, Variant, get_op
+from .schema import key, variant_label
 from .spec import check_width
 from .stats import StopRule
 
@@ -41,14 +42,17 @@ class Config:
     @property
     def variant_s(self) -> str:
         """The variant's name with its axis values, e.g. 'f16x8_pack' or 'f16x8_pack[block=512]'."""
-        if not self.axes:
-            return self.variant.name
-        return f"{self.variant.name}[{','.join(f'{k}={v}' for k, v in self.axes)}]"
+        return variant_label(self.variant.name, self.axes)
+
+    def head(self) -> dict:
+        """The fields every row of this configuration starts with: its key (labkit.schema.KEY) and offset."""
+        return {"op": self.op, "variant": self.variant_s, "dtype": self.dtype, "shape": self.shape_s,
+                "mode": self.mode, "offset": self.offset}
 
     @property
     def key(self) -> tuple:
-        """What identifies a row (resume, caches): op, variant (with axes), dtype, shape, mode."""
-        return (self.op, self.variant_s, self.dtype, self.shape_s, self.mode)
+        """What identifies a row (resume, caches): schema.key of its rows."""
+        return key(self.head())
 
     @property
     def group(self) -> tuple:

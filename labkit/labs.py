@@ -26,11 +26,10 @@ import re
 
 from .errors import CompileError, LabkitError
 from .paths import write_atomic
+from .schema import GPU_KEY, base_variant, shown, split_variant
 from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
-COLS = ["gpu", "op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "gbps", "pct_peak",
-        "peak_gbps", "vs_torch", "tflops", "bytes", "date", "commit", "sweep", "slug"]
 LIVE = None  # set on first use by live(); a test may set it to exercise the live path
 
 
@@ -78,12 +77,8 @@ def start() -> bool:
 
 
 def empty():
-    return __import__("pandas").DataFrame(columns=COLS)
-
-
-def base(variant: str) -> str:
-    """'f16x8_pack[block=512]' -> 'f16x8_pack'."""
-    return str(variant).split("[")[0]
+    """No rows, with the columns the schema shows in the labs (labkit.schema)."""
+    return __import__("pandas").DataFrame(columns=shown("labs"))
 
 
 def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=None, axes=None,
@@ -120,12 +115,12 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
         df = df[df["dtype"] == dtype]
     if variants is not None:
         names = [variants] if isinstance(variants, str) else list(variants)
-        df = df[df["variant"].map(base).isin([*names, "torch"])]
+        df = df[df["variant"].map(base_variant).isin([*names, "torch"])]
     if want is not None:
         df = df[df["shape"].isin(want)]
     if "date" in df.columns:
         df = df.sort_values("date", kind="stable")
-    df = df.drop_duplicates(["gpu", "variant", "dtype", "shape", "mode"], keep="last").reset_index(drop=True)
+    df = df.drop_duplicates(list(GPU_KEY), keep="last").reset_index(drop=True)
     if say:
         for gpu, g in df.groupby("gpu", sort=True):
             files = ", ".join(f"results/{s}/{w}.jsonl" for s, w in sorted(set(zip(g["slug"], g["sweep"]))))
@@ -138,10 +133,8 @@ def with_axes(df, op):
     defaults filled in ('f16x8_pack' at the default block reads as block=256)."""
     import labkit
 
-    from .nsight.names import split_variant
-
     o = labkit.get_op(op)
-    out = df.assign(base=df["variant"].map(base)) if len(df) else df.assign(base=None)
+    out = df.assign(base=df["variant"].map(base_variant)) if len(df) else df.assign(base=None)
     for name, (default, _) in o.axes.items():
         out[name] = [split_variant(v)[1].get(name, default) for v in out["variant"]] if len(out) else []
     return out

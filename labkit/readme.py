@@ -1,7 +1,7 @@
 """README numbers are data: every measured number in README.md sits in a block
 `<!-- data:NAME -->` ... `<!-- /data -->` rendered here from the files under results/ (sweeps,
 device.json, timing-agree.json, launch-cost.json, tests.json, ...), each table saying which GPU,
-driver, date and commit its rows come from.
+driver, date and commit its rows come from; and the result row's fields, from their declarations (labkit.schema).
 
     python -m labkit.readme           rewrite README.md's blocks from the files
     python -m labkit.readme --check   exit 1 if a number in README.md differs from what the files give
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from .paths import ROOT, results_dir
+from .schema import FIELDS, GROUPS
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -208,6 +209,13 @@ def block_json(root, args) -> str:
     return _table(["GPU", *keys, "date", "commit"], rows) + "\n" if rows else f"_no {name} under results/ yet_\n"
 
 
+def block_fields(root, args) -> str:
+    """The result row's fields by group, each with its unit (labkit.schema: where each is declared)."""
+    rows = [[g, what, ", ".join(f"`{f.name}`" + (f" {f.unit}" if f.unit else "") for f in fs)]
+            for g, what in GROUPS.items() if (fs := [f for f in FIELDS.values() if f.group == g])]
+    return _table(["group", "what it says", "fields (unit)"], rows) + "\n"
+
+
 def block_reconcile(root, args) -> str:
     """Per GPU (results/<gpu>/reconcile.json, labkit.clocks): the medians, one row per clock and one
     column per configuration; each relation's a/b - 1 and verdict per configuration; the reasons,
@@ -238,7 +246,7 @@ def block_reconcile(root, args) -> str:
 
 BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
-          "reconcile": block_reconcile}
+          "reconcile": block_reconcile, "fields": block_fields}
 
 
 def render(text: str, root=None) -> str:

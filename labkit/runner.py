@@ -109,8 +109,7 @@ class Runner:
 
         require_gpu()
         op, v = cfg.spec, cfg.variant
-        rec = {"op": op.name, "variant": cfg.variant_s, "dtype": v.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
-               "offset": cfg.offset, "bytes": op.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
+        rec = {**cfg.head(), "bytes": op.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
                **_rule_fields(cfg.rule), **provenance()}
         lost = None
         try:

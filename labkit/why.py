@@ -24,6 +24,7 @@ from html import escape
 
 from .cache_states import check, names
 from .errors import LabkitError
+from .schema import split_variant, variant_label
 from .verdicts import SAMPLES, vs_torch_text
 
 # compute capability of a recorded GPU, by a fragment of its name (for the SASS when no GPU is here)
@@ -72,7 +73,6 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     from . import dtypes
     from .config import make_rule
     from .hints import hints
-    from .nsight.names import split_variant
     from .registry import get_op
 
     check(mode)
@@ -81,7 +81,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
     ax = o.check_axes(v, axes) if axes else ()
-    variant_s = name + (f"[{','.join(f'{k}={x}' for k, x in ax)}]" if ax else "")
+    variant_s = variant_label(name, ax)
     notes: list = []
     live = not recorded and _has_gpu()
     if not recorded and not live:

@@ -170,8 +170,7 @@ class Worker:
 def failure_row(cfg, kind: str, message: str, identity: dict) -> dict:
     """The record of a configuration whose worker died, hung or lost its CUDA context."""
     v = cfg.variant
-    return {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
-            "offset": cfg.offset, "status": "error", "error": message, "worker": kind,
+    return {**cfg.head(), "status": "error", "error": message, "worker": kind,
             "kernel": v.kernel or v.symbol or v.name, **{k: identity.get(k) for k in ("gpu", "gpu_index")}}
 
 

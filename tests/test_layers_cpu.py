@@ -11,7 +11,7 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "labkit"
 # lowest first; a module may import from its own layer and those before it
 LAYERS = [
-    ("leaf", {"errors", "version", "paths", "dtypes", "shapes", "device", "toolkit", "ranges", "stats"}),
+    ("leaf", {"errors", "version", "paths", "dtypes", "shapes", "device", "toolkit", "ranges", "stats", "schema"}),
     ("spec", {"spec", "registry", "ops", "tensors", "check", "cache_states", "guard"}),
     ("build", {"build", "sass", "sass_diff", "inline_kernel"}),
     ("measure", {"launch", "timing", "cupti", "energy", "ceilings"}),

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..schema import base_variant
+
 POOL = 24          # line slots per subplot (variants + torch + pins + ceilings); unused slots are hidden
 PALETTE = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#ff97ff",
            "#fecb52"]
@@ -85,13 +87,8 @@ def percent(row: dict, bound: str, ceil: dict) -> str:
     return f"{v:.0f} % of {ceil['dram'][1] if 'dram' in ceil else 'copy peak'}" if v else ""
 
 
-def base(variant: str) -> str:
-    """'f16x8_pack[block=512]' -> 'f16x8_pack': tuning-axis values keep the variant's colour."""
-    return variant.split("[", 1)[0]
-
-
 def color(variant: str, names: list) -> str:
-    b = base(variant)
+    b = base_variant(variant)  # tuning-axis values keep the variant's colour
     return TORCH if b == "torch" else PALETTE[names.index(b) % len(PALETTE)] if b in names else GREY
 
 

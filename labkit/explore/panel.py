@@ -17,8 +17,9 @@ import ipywidgets as W
 
 from ..errors import LabkitError
 from ..ranges import nvtx_range
-from ..records import key as row_key, to_frame, write_file
+from ..records import to_frame, write_file
 from ..registry import get_op, ops
+from ..schema import base_variant, key as row_key, variant_label
 from . import choices, figure, text
 from .panels import SassPanel, WhyPanel
 from .views import Views, widget
@@ -196,7 +197,7 @@ class Explorer:
         except LabkitError as e:
             self._say(f"inline kernel {name!r}: {e}")
             raise
-        self.cache = {k: rs for k, rs in self.cache.items() if not (k[0] == op and figure.base(k[1]) == name)}
+        self.cache = {k: rs for k, rs in self.cache.items() if not (k[0] == op and base_variant(k[1]) == name)}
         self._rebuild("op")
         self.select(op=op, dtype=dtype, variant=v.name)
         return v
@@ -332,8 +333,8 @@ class Explorer:
     def _variant_s(self) -> str:
         """The variant shown with its tuning-axis values, e.g. 'f16x8_pack[block=512]' (as rows name it)."""
         op = get_op(self.op.value)
-        axes = ",".join(f"{k}={s.value}" for k, s in sorted(self.tuning.items()) if s.value != op.axes[k][0])
-        return self.variant.value + (f"[{axes}]" if axes else "")
+        return variant_label(self.variant.value,
+                             [(k, s.value) for k, s in sorted(self.tuning.items()) if s.value != op.axes[k][0]])
 
     def title(self) -> str:
         op = get_op(self.op.value)

@@ -1,5 +1,5 @@
 """Where the explorer's rows come from. Both sources take resolved Configs and hand back records
-keyed like them (`Config.key` == `records.key(row)`), so the panel needs no branch per source:
+keyed like them (`Config.key` == `schema.key(row)`), so the panel needs no branch per source:
 
 * LiveSource measures through the one run loop (labkit.session.run) in worker processes: an inline
   kernel that faults costs a worker, not the notebook and what it has measured;
@@ -11,16 +11,15 @@ of a GPU (`facts`), read from results/<gpu>/device.json without touching the GPU
 from __future__ import annotations
 
 import json
-import re
 from html import escape
 
 from ..config import make_rule
 from ..device import spec
 from ..paths import gpu_slug, results_dir
+from ..schema import key, newest, split_variant
 
 # interactive: a looser noise target and a short budget per configuration than a sweep's
 INTERACTIVE_RULE = dict(noise_target=0.01, min_samples=10, max_samples=500, min_time_s=0.01, budget_s=0.25)
-_AXES = re.compile(r"\[(.*)\]$")
 
 
 def read_facts(root, gpu: str) -> dict:
@@ -111,11 +110,8 @@ class RecordedSource:
         if frame is not None:
             from ..recorded import rows
 
-            newest: dict = {}  # the newest row per configuration and GPU
-            for r in sorted(rows(frame), key=lambda r: str(r.get("date") or "")):
-                newest[(r["op"], r["variant"], r["dtype"], r["shape"], r["mode"], r["gpu"])] = r
-            for k, r in newest.items():
-                self.index.setdefault(k[:5], []).append(r)
+            for r in newest(rows(frame)):  # the newest row per configuration and GPU
+                self.index.setdefault(key(r), []).append(r)
 
     @classmethod
     def load(cls, root=None, gpus=None):
@@ -159,11 +155,8 @@ class RecordedSource:
         default, values = op.axes[name]
         seen = {default}
         for k in self.index:
-            m = _AXES.search(k[1]) if k[0] == op.name else None
-            for part in m.group(1).split(",") if m else ():
-                key, _, val = part.partition("=")
-                if key == name:
-                    seen.add(type(default)(val))
+            if k[0] == op.name and name in split_variant(k[1])[1]:
+                seen.add(type(default)(split_variant(k[1])[1][name]))
         return [v for v in values if v in seen]
 
     def recorded_shapes(self, op: str) -> list[str]:

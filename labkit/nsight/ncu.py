@@ -11,8 +11,9 @@ from ..cache_states import get as cache_state
 from ..errors import LabkitError, ToolMissingError
 from ..ranges import DOMAIN
 from ..registry import get_op
+from ..schema import split_variant
 from ..toolkit import timeout_s
-from .names import config_range, kernel_template, split_variant
+from .names import config_range, kernel_template
 from .tools import bench_argv, find_tool, run_tool, shell, tail, text_of
 
 NCU_METRICS = {  # ncu metric -> column

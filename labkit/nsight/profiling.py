@@ -18,20 +18,18 @@ from pathlib import Path
 from ..config import plan
 from ..errors import LabkitError, ToolMissingError
 from ..paths import cache_root
-from ..records import KEY, load_rows, to_frame
+from ..records import load_rows, to_frame
 from ..registry import ops
+from ..schema import KEY, group, split_variant
 from ..toolkit import timeout_s
 from .check import check_plot, cross_check
-from .names import parse_config, split_variant
+from .names import parse_config
 from .ncu import read_ncu_csv, with_model
 from .nsys import (config_kernels, launch_kernels, nsys_export_argv, nsys_profile_argv, nsys_stats_argv, nvtx_ranges,
                    ranges_from_db, read_sqlite)
 from .tools import bench_argv, find_tool, run_tool, shell, sweep_argv, tail, text_of
 
 RECORDS, KERNEL_RECORDS = "labkit", "labkit-kernel-time"  # file stems; .json (bench) or .jsonl (sweep)
-# the kernel-only columns of the run without nsys; overhead_us and host_bound compare kernel_us
-# with that run's event times, not the profiled run's, so they stay out
-KERNEL_COLUMNS = ("kernel_us", "kernel_gbps", "torch_kernel_us", "vs_torch_kernel")
 
 
 @dataclass
@@ -135,8 +133,11 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
     records = pd.DataFrame() if records is None else records
     kt = _records(folder, KERNEL_RECORDS)
     if kt is not None and len(records) and "kernel_us" in kt:
-        have = [c for c in KERNEL_COLUMNS if c in kt]
-        records = records.drop(columns=list(KERNEL_COLUMNS), errors="ignore").merge(
+        # the CUPTI fields (schema group 'kernel') come from the run without nsys; overhead_us and
+        # host_bound compare kernel_us with that run's event times, not the profiled run's, so they stay out
+        kernel = group("kernel")
+        have = [c for c in kernel if c in kt]
+        records = records.drop(columns=list(kernel), errors="ignore").merge(
             kt[[*KEY, *have]].drop_duplicates(list(KEY)), on=list(KEY), how="left")
     ranges_db, launches = read_sqlite(folder / "labkit.sqlite")
     kernels = launch_kernels(launches)
