@@ -1,7 +1,8 @@
 """README numbers are data: every measured number in README.md sits in a block
 `<!-- data:NAME -->` ... `<!-- /data -->` rendered here from the files under results/ (sweeps,
 device.json, timing-agree.json, launch-cost.json, tests.json, ...), each table saying which GPU,
-driver, date and commit its rows come from; and the result row's fields, from their declarations (labkit.schema).
+driver, date and commit its rows come from; and the result row's fields, from their declarations
+(labkit.schema).
 
     python -m labkit.readme           rewrite README.md's blocks from the files
     python -m labkit.readme --check   exit 1 if a number in README.md differs from what the files give

@@ -155,8 +155,9 @@ class RecordedSource:
         default, values = op.axes[name]
         seen = {default}
         for k in self.index:
-            if k[0] == op.name and name in split_variant(k[1])[1]:
-                seen.add(type(default)(split_variant(k[1])[1][name]))
+            ax = split_variant(k[1])[1] if k[0] == op.name else {}
+            if name in ax:
+                seen.add(type(default)(ax[name]))
         return [v for v in values if v in seen]
 
     def recorded_shapes(self, op: str) -> list[str]:

@@ -8,9 +8,9 @@ into DataFrames, and check labkit's times against Nsight's.
     ncu_metrics("add", "f16x8_pack", "4096x4096")   # DRAM bytes / throughput / registers vs the byte model
 
 The modules, each importing only those before it: tools (find and run nsys / ncu with a timeout;
-the profiled labkit command), names (range and kernel names; variant labels are labkit.schema's), nsys (nsys commands, stats
-CSV and SQLite readers), ncu (ncu command, CSV reader, metrics table), check (cross-check, goal,
-plot), profiling (Profile, profile(), recorded summaries), cli (`labkit profile`).
+the profiled labkit command), names (range and kernel names; variant labels are labkit.schema's),
+nsys (nsys commands, stats CSV and SQLite readers), ncu (ncu command, CSV reader, metrics table),
+check (cross-check, goal, plot), profiling (Profile, profile(), recorded summaries), cli (`labkit profile`).
 """
 from .check import check_plot, cross_check, goal
 from .names import kernel_short, kernel_template, parse_config, range_kind, split_range

@@ -1,5 +1,5 @@
 """Names as the tools print them: labkit's NVTX ranges (`bench add` > `add` > `add f16x8_pack
-4096x4096` > phases), variants with tuning-axis values (`f16x8_pack[block=512]`, read by labkit.schema.split_variant)
+4096x4096` > phases; a variant with tuning-axis values as labkit.schema labels it, `f16x8_pack[block=512]`)
 and demangled kernel names."""
 from __future__ import annotations
 
