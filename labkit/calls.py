@@ -143,16 +143,16 @@ def _check_call(o, v, inputs, params, check: bool):
     tensors too, so every mistake but the device itself is named without a GPU."""
     import torch
 
-    unknown = set(params) - set(o.call_params)
+    unknown = set(params) - set(o.call.keywords)
     if unknown:
         raise ConfigError(f"{o.name} takes no parameter {', '.join(sorted(unknown))}; its call parameters are "
-                          f"{', '.join(o.call_params) or 'none'}")
-    shape = o.signature(list(inputs), v.dtype, **params) if o.signature else tuple(inputs[0].shape)
+                          f"{', '.join(o.call.keywords) or 'none'}")
+    shape = o.call.signature(list(inputs), v.dtype, **params) if o.call.signature else tuple(inputs[0].shape)
     # torch's own gathers assert on the GPU for an index out of range (the context is lost): its
     # baseline always checks
-    if (check or v.is_torch) and o.validate:
-        o.validate(list(inputs), shape, v.dtype)
-    names = getattr(o.signature, "names", ())
+    if (check or v.is_torch) and o.data.validate:
+        o.data.validate(list(inputs), shape, v.dtype)
+    names = getattr(o.call.signature, "names", ())
     for k, t in enumerate(inputs):
         if not t.is_cuda:
             name = f" ({names[k]})" if k < len(names) else ""
@@ -176,8 +176,8 @@ def _check_out(o, out, outputs) -> list:
     what the op would allocate (shape, dtype, device, contiguity)."""
     import torch
 
-    if len(out) != o.outputs_of_call:
-        raise ConfigError(f"{o.name}: out= takes {o.outputs_of_call} tensor(s), got {len(out)}")
+    if len(out) != o.call.outputs:
+        raise ConfigError(f"{o.name}: out= takes {o.call.outputs} tensor(s), got {len(out)}")
     for k, (t, want) in enumerate(zip(out, outputs)):
         if not isinstance(t, torch.Tensor):
             raise ConfigError(f"{o.name}: out[{k}] is a {type(t).__name__}, not a torch.Tensor")
@@ -219,18 +219,18 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
     from .registry import get_op
 
     o = get_op(op)
-    names = getattr(o.signature, "names", ())
+    names = getattr(o.call.signature, "names", ())
     for k, t in enumerate(inputs):
         if not isinstance(t, torch.Tensor):
             name = names[k] if k < len(names) else f"input {k}"
             raise ConfigError(f"{o.name}: {name} is a {type(t).__name__}, not a torch.Tensor")
     v = _variant(o, variant, inputs)
     shape = _check_call(o, v, inputs, params, check)
-    outputs = o.make_outputs(list(inputs), shape, v.dtype, 0)
+    outputs = o.data.make_outputs(list(inputs), shape, v.dtype, 0)
     if out:
         outputs = _check_out(o, out, outputs)
     if v.is_torch:
-        o.torch_impl(list(inputs), outputs, shape, v.dtype)
+        o.data.torch_impl(list(inputs), outputs, shape, v.dtype)
     else:
         ints, floats = o.params(shape, v.dtype)
         launcher = launcher_for(o, v)
@@ -238,8 +238,8 @@ def call(op: str, variant: str, *inputs, out=None, sync: bool = False, check: bo
         launch()
         if key is not None and len(_prepared) < MAX_PREPARED:
             _prepared[key] = _last[op, variant] = _Prepared(launcher.address, launch.args, inputs, outputs,
-                                                            o.outputs_of_call, len(out), key)
+                                                            o.call.outputs, len(out), key)
     if sync:
         _synchronize()
-    outs = outputs[:o.outputs_of_call]
+    outs = outputs[:o.call.outputs]
     return outs[0] if len(outs) == 1 else tuple(outs)

@@ -84,6 +84,13 @@ def make_rule(rule=None, **overrides) -> StopRule:
     return replace(base, **overrides)  # StopRule checks its values (finite, in range) itself
 
 
+def check_offset(offset) -> int:
+    """Elements into the buffer (misaligned views): an int >= 0, else ConfigError."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    return offset
+
+
 def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mode: str = "cold", offset: int = 0,
             rule=None, timed: bool = True, axes=None) -> Config:
     """One Config from names (or objects), every part checked with a clear error."""
@@ -93,8 +100,7 @@ def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mo
         raise ConfigError(f"{o.name} variant {v.name!r} runs on {v.dtype}, not {dtype}")
     s = o.parse_shape(shape) if shape is not None else o.default_shapes[0]
     cache_states.check(mode)
-    if not isinstance(offset, int) or offset < 0:
-        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    check_offset(offset)
     ax = o.check_axes(v, axes) if axes else ()
     return Config(o.name, v, s, mode, offset, make_rule(rule), timed, ax)
 
@@ -109,8 +115,7 @@ def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold"
     """The Configs of a bench or sweep: variants (names, 'all', or by dtype / width) x shapes x modes
     (x tuning-axis values). With `baseline`, torch runs first in each group so ratios exist."""
     o = get_op(op)
-    if not isinstance(offset, int) or offset < 0:
-        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    check_offset(offset)
     modes = _each(modes)
     for m in modes:
         cache_states.check(m)

@@ -176,11 +176,11 @@ def block_access_width(root, args) -> str:
 
 def block_zoo(root, args) -> str:
     from .benchmarks.zoo import goal_table
+    from .sweeps import zoo_sweeps
 
     parts = []
     for d in _gpus(root):
-        files = [f for f in d.glob("*.jsonl") if f.stem not in ("seed000", "access-width", "copy-gs")
-                 and not f.stem.startswith(("tune-", "zoo"))]
+        files = [d / f"{s.name}.jsonl" for s in zoo_sweeps() if (d / f"{s.name}.jsonl").exists()]
         if not files:
             continue
         rows = [r for f in files for r in _rows(f)]

@@ -62,10 +62,10 @@ def intensity(row: dict) -> float | None:
     from .registry import get_op
 
     op = get_op(row["op"])
-    if not op.flops:
+    if not op.cost.flops:
         return None
     shape = op.parse_shape(row["shape"])
-    return op.flops(shape, row["dtype"]) / op.bytes_moved(shape, row["dtype"])
+    return op.cost.flops(shape, row["dtype"]) / op.cost.bytes_moved(shape, row["dtype"])
 
 
 def attainable(ai: float, bandwidth_gbps: float, peak_tflops: float | None) -> float:

@@ -109,7 +109,7 @@ class Runner:
 
         require_gpu()
         op, v = cfg.spec, cfg.variant
-        rec = {**cfg.head(), "bytes": op.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
+        rec = {**cfg.head(), "bytes": op.cost.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
                **_rule_fields(cfg.rule), **provenance()}
         lost = None
         try:
@@ -140,7 +140,7 @@ class Runner:
 
         op, v = cfg.spec, cfg.variant
         # inputs and outputs, a float64 reference of the outputs, the chunked comparison, other sets
-        need = (2 + sets) * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
+        need = (2 + sets) * op.cost.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
         free, total = torch.cuda.mem_get_info()
         if need > free:
             raise ConfigError(f"{op.name} {cfg.shape_s} ({sets} buffer set(s)) needs about {need / 2**30:.1f} GiB of "
@@ -149,10 +149,10 @@ class Runner:
         out = []
         for _ in range(sets):
             gen = torch.Generator(device="cuda").manual_seed(seed)
-            inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
-            out.append((inputs, op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
-        if op.validate:
-            op.validate(out[0][0], cfg.shape, v.dtype)
+            inputs = op.data.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
+            out.append((inputs, op.data.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
+        if op.data.validate:
+            op.data.validate(out[0][0], cfg.shape, v.dtype)
         return out, seed
 
     def _run(self, cfg: Config) -> dict:
@@ -166,7 +166,7 @@ class Runner:
             launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
         state = cache_states.get(cfg.mode)
-        set_bytes = sum(op.footprint(shape, v.dtype)) if op.footprint else op.bytes_moved(shape, v.dtype)
+        set_bytes = sum(op.cost.footprint(shape, v.dtype)) if op.cost.footprint else op.cost.bytes_moved(shape, v.dtype)
         nsets = state.sets(set_bytes, properties()["l2_bytes"]) if cfg.timed else 1
         sets, seed = self._inputs(cfg, nsets)
         launches = [_launch(op, v, launcher, shape, ins, outs) for ins, outs in sets]
@@ -174,7 +174,7 @@ class Runner:
 
         rtol, atol = op.tol(shape, v.dtype)
         with nvtx_range("check"):
-            refs = op.reference(inputs, shape, v.dtype)
+            refs = op.data.reference(inputs, shape, v.dtype)
             for _, outs in sets:  # every set: a set the timed launches never wrote fails the recheck
                 for out, ref in zip(outs, refs):
                     poison(out, ref)
@@ -194,7 +194,7 @@ class Runner:
         m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy, kernels=self.kernel_time)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
-            refs = op.reference(inputs, shape, v.dtype)  # every set holds the same inputs
+            refs = op.data.reference(inputs, shape, v.dtype)  # every set holds the same inputs
             again = [compare(o, r, rtol, atol, f"output {k}{f' of set {j}' if j else ''} after timing")
                      for j, (_, outs) in enumerate(sets) for k, (o, r) in enumerate(zip(outs, refs))]
             del refs
@@ -211,7 +211,7 @@ class Runner:
             return
         t, k = rec["time_us"] * 1e-6, rec.get("kernel_us")
         rec["gbps"] = rec["bytes"] / t / 1e9
-        flops = op.flops(cfg.shape, v.dtype) if op.flops else None
+        flops = op.cost.flops(cfg.shape, v.dtype) if op.cost.flops else None
         if flops:
             rec["flops"] = flops
             rec["tflops"] = flops / t / 1e12
@@ -257,7 +257,7 @@ class Runner:
 def _launch(op, v, launcher, shape, inputs, outputs):
     """One buffer set's launch: the torch baseline's call, or the variant's launcher packed once."""
     if v.is_torch:
-        return lambda: op.torch_impl(inputs, outputs, shape, v.dtype)
+        return lambda: op.data.torch_impl(inputs, outputs, shape, v.dtype)
     ints, floats = op.params(shape, v.dtype)
     return launcher.prepare([*inputs, *outputs], ints, floats)
 

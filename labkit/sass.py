@@ -1,7 +1,7 @@
 """Machine code of the kernels: compile a kernel file to a cubin with nvcc (no GPU needed) and read
 its SASS with cuobjdump: registers per thread, the widths of global and shared loads and stores,
 instruction counts, the occupancy those resources allow with the launcher's block size
-(BLOCK_THREADS), and (labkit.sass_diff) two variants' SASS side by side."""
+(block_threads, from each op's Op.block), and (labkit.sass_diff) two variants' SASS side by side."""
 from __future__ import annotations
 
 import functools
@@ -136,35 +136,11 @@ def occupancy(registers: int, shared_bytes: int, threads: int, arch: str = "90")
             "threads": threads, "registers": registers, "shared_bytes": shared_bytes or 0}
 
 
-# Threads per block of each op's launcher, with the text in kernels/<file> that sets it:
-# tests/test_sass_cpu.py checks every snippet is still in its file, so this table cannot drift from
-# the launchers silently. An op's 'block' tuning axis overrides it (add: BLOCK = the axis); when
-# ncu ran, its Block Size column is used instead. "rows": the row plan (lk_plan_row) picks the block
-# per row length at run time; "embedding": min(256, the row's packs rounded up to a warp).
-BLOCK_THREADS = {
-    "add": ("axis", "add.cu", "const int threads = BLOCK;"),
-    "copy": (256, "copy.cu", "const int threads = 256;"),
-    "copy_gs": (128, "copy_gs.cu", "const int threads = 128;"),
-    "dot": (256, "dot.cu", "constexpr int kThreads = 256;"),
-    "reduce_sum": (256, "reduce.cu", "constexpr int kThreads = 256;"),
-    "relu": (256, "activation.cu", "const int threads = 256;"),
-    "sigmoid": (256, "activation.cu", "const int threads = 256;"),
-    "histogram": ({"i32": 256, "i32x4": 256, "i32x4_smem": 1024}, "histogram.cu",
-                  ("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;")),
-    "sgemv": (256, "sgemv.cu", "constexpr int SGEMV_THREADS = 256;"),
-    "sgemm": ({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256}, "sgemm.cu",
-              ("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;")),
-    "softmax": (256, "softmax.cu", "constexpr int SM_THREADS = 256;"),
-    "embedding": ("embedding", "embedding.cu", "work >= 256 ? 256"),
-    "softmax_rows": ("rows", "labkit.cuh", "lk_plan_row"),
-    "layer_norm": ("rows", "labkit.cuh", "lk_plan_row"),
-    "rms_norm": ("rows", "labkit.cuh", "lk_plan_row"),
-}
-
-
 def block_threads(o, v, shape, axes=()) -> tuple:
     """(threads per block, where that number comes from) for variant `v` of op `o` at `shape`;
-    (None, why) where the launcher picks it at run time (the row plan)."""
+    (None, why) where the launcher picks it at run time (the row plan). The op states it (Op.block,
+    with the launcher text that sets it, which tests/test_sass_cpu.py finds in the kernel file); a
+    `block` tuning axis overrides it (add: BLOCK = the axis); when ncu ran, its Block Size is used."""
     if v.is_inline:  # the launcher template rendered with the inline variant's block
         m = re.search(r"<<<[^,]+,\s*(\d+)\s*,", v.source.read_text())
         return (int(m.group(1)), "the inline launcher") if m else (None, "not found in the inline launcher")
@@ -172,20 +148,15 @@ def block_threads(o, v, shape, axes=()) -> tuple:
     if "block" in o.axes:
         b = ax.get("block", o.axes["block"][0])
         return b, f"tuning axis block={b}" + ("" if "block" in ax else " (default)")
-    entry = BLOCK_THREADS.get(o.name)
-    if entry is None:
-        return None, f"{o.name} is not in labkit.sass.BLOCK_THREADS"
-    val, file, snippets = entry
-    where = f"kernels/{file}: " + ", ".join(f"`{x}`" for x in ([snippets] if isinstance(snippets, str) else snippets))
-    if isinstance(val, dict):
-        val = val.get(v.name)
-    if val == "embedding":  # one block per row: threads for one pass over the row's packs, 32..256
-        emb = shape[-1]
-        work = emb // v.width if emb % v.width == 0 else emb
-        return (256 if work >= 256 else -(-work // 32) * 32), f"{where} (EmbSize {emb})"
-    if val == "rows":
-        return None, "picked per row length at run time by the row plan (lk_plan_row, kernels/labkit.cuh)"
-    return val, where
+    block = o.block
+    where = f"kernels/{block.file or o.source}: " + ", ".join(f"`{x}`" for x in block.evidence)
+    threads = block.threads.get(v.name) if isinstance(block.threads, dict) else block.threads
+    if callable(threads):  # e.g. embedding: one block per row, sized by the row
+        threads, why = threads(v, shape)
+        return threads, f"{where} ({why})"
+    if threads is None:
+        return None, block.why or f"{o.name} states no threads per block (Op.block)"
+    return threads, where
 
 
 def functions(cubin: Path) -> dict[str, dict]:

@@ -28,12 +28,13 @@ class Sweep:
                     axes=self.axes or None)
 
 
-def _zoo_sweeps():
-    """One sweep per kernel-zoo op (CATALOG §3-§5): every variant + torch at its default shapes."""
+def zoo_sweeps() -> list:
+    """One sweep per kernel-zoo op (Op.group "zoo", CATALOG §3-§5), named after it: every variant +
+    torch at its default shapes. The recording's zoo stage runs them; the seed ops' sweeps are named below."""
     from .registry import ops
 
     return [Sweep(name=name.replace("_", "-"), op=name, description=f"{op.title}: every variant + torch at its default shapes")
-            for name, op in ops().items() if name not in ("add", "copy", "copy_gs")]
+            for name, op in ops().items() if op.group == "zoo"]
 
 
 SWEEPS = {s.name: s for s in [
@@ -41,7 +42,7 @@ SWEEPS = {s.name: s for s in [
           description="seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
     Sweep(name="access-width", op="copy", description="seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),
     Sweep(name="copy-gs", op="copy_gs", description="seed 003: grid-stride int / int2 / int4 copies with a capped block count"),
-    *_zoo_sweeps(),
+    *zoo_sweeps(),
     Sweep(name="tune-add-block", op="add", variants=("f16x8", "f16x8_pack"), dtype="f16", shapes=((4096, 4096), (1024, 1024)),
           modes=("cold",), axes={"block": (64, 128, 256, 512, 1024)},
           description="tuning axis: threads per block of add f16x8 / f16x8_pack"),

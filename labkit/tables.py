@@ -6,6 +6,7 @@ kernel time by more than the device's event overhead (labkit.runner.host_bound),
 whose byte model implies more than the DRAM datasheet allows, with the physics guard's reason (labkit.guard)."""
 from __future__ import annotations
 
+from .registry import get_op, ops
 from .schema import FIELDS, shown
 from .timing import is_time
 from .verdicts import vs_torch_text
@@ -46,7 +47,8 @@ def row_line(r: dict) -> str:
         return f"{name:>22}  NOT A TIME: time_us {r['time_us']} is not a finite duration > 0; no measurement shown"
     k = r.get("kernel_us")
     kern = f" (kernel {_fmt(k, '.2f')})" if k is not None and k == k else ""
-    if r.get("tflops") is not None and r.get("pct_fma") is not None and r.get("intensity", 0) > 20:
+    op = ops().get(r.get("op"))  # the op's bound (Op.bound) picks the unit; rows of unknown ops show GB/s
+    if op is not None and op.bound == "compute" and r.get("tflops") is not None and r.get("pct_fma") is not None:
         rate = f"{_fmt(r.get('tflops'), '7.2f')} TFLOP/s {_fmt(r.get('pct_fma'), '5.1f')}% FMA"
     else:
         rate = f"{_fmt(r.get('gbps'), '7.0f')} GB/s {_fmt(r.get('pct_peak'), '5.1f')}% peak"
@@ -64,8 +66,6 @@ def row_line(r: dict) -> str:
 
 def seed_table(rows, op=None) -> str:
     """Seed 000's layout: one block per shape and mode, one line per variant (row_line)."""
-    from .registry import get_op
-
     lines = []
     groups = list(dict.fromkeys((r["shape"], r["mode"]) for r in rows))
     for shape, mode in groups:

@@ -7,7 +7,7 @@ the explorer's panel). One card gathers what explains a time:
   recorded ncu output, else the command to run elsewhere: never invented);
 * the kernel's SASS (nvcc + cuobjdump, no GPU): load/store widths, instructions, registers, spills;
 * occupancy: resident blocks per SM from registers and shared memory (cuobjdump's resource usage),
-  the block size (labkit.sass.BLOCK_THREADS, or ncu's) and the SM's limits (labkit.sass.SM_LIMITS);
+  the block size (Op.block via labkit.sass.block_threads, or ncu's), the SM's limits (sass.SM_LIMITS);
 * the launch floor (the empty kernel's event time on this device), NVML power and energy;
 * hints from labkit.hints' rule table.
 
@@ -94,7 +94,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     f = {"op": o.name, "variant": variant_s, "dtype": v.dtype, "shape": shape_s, "mode": mode,
          "source": "live" if live else "recorded", "gpu": dev.get("gpu") or _first(rows, "gpu"), "arch": arch,
          "access_bytes": v.access, "width": v.width, "itemsize": dtypes.get(v.dtype).itemsize, "note": v.note,
-         "bytes_model": o.bytes_moved(o.parse_shape(shape_s), v.dtype), "l2_bytes": dev.get("l2_bytes"),
+         "bytes_model": o.cost.bytes_moved(o.parse_shape(shape_s), v.dtype), "l2_bytes": dev.get("l2_bytes"),
          "facts_ref": dev.get("ref")}
     f.update(_timing(rows, mode, dev, notes))
     f.update(_sass(o, v, arch, notes))
@@ -123,7 +123,7 @@ def _live(o, v, axes, shape, variant_s, rule):
     from .session import run
 
     shape_s = o.format_shape(o.parse_shape(shape) if shape is not None else
-                             max(o.default_shapes, key=lambda s: o.bytes_moved(s, v.dtype)))
+                             max(o.default_shapes, key=lambda s: o.cost.bytes_moved(s, v.dtype)))
     cfgs = plan(o, [v], v.dtype, [shape_s], names(), rule=rule, axes={k: [x] for k, x in axes} or None,
                 baseline=not v.is_torch)
     recs = run(cfgs, ResultLog(), title=f"why {o.name}", progress=False, workers=False, kernel_time=True, energy=True)

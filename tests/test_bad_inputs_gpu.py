@@ -28,14 +28,14 @@ def valid_call(op_name, variant=None, dtype=None, shape=None, offset=0):
     """One call of a variant on the op's own inputs, checked against the float64 reference."""
     op = get_op(op_name)
     v = op.variant(variant, dtype) if variant else op.variants[-1]
-    shape = shape or op.test_shapes[1]
+    shape = shape or op.testing.shapes[1]
     gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = op.make_inputs(shape, v.dtype, gen, offset)
-    params = {"bins": shape[1]} if "bins" in op.call_params else {}
+    inputs = op.data.make_inputs(shape, v.dtype, gen, offset)
+    params = {"bins": shape[1]} if "bins" in op.call.keywords else {}
     out = labkit.call(op.name, v.name, *inputs, sync=True, **params)
     assert isinstance(out, torch.Tensor)  # the op's one output, never workspace
     rtol, atol = op.tol(shape, v.dtype)
-    r = compare(out, op.reference(inputs, shape, v.dtype)[0], rtol, atol)
+    r = compare(out, op.data.reference(inputs, shape, v.dtype)[0], rtol, atol)
     assert r.ok, f"{op.name} {v.name} {shape}: {r.message}"
 
 
@@ -67,10 +67,10 @@ VARIANTS = [(o.name, v.name, v.dtype) for o in ops().values() for v in o.variant
 @pytest.mark.parametrize("op,v,dtype", VARIANTS, ids=["-".join(x) for x in VARIANTS])
 def test_every_variant_is_callable_and_its_repeat_reuses_the_checks(op, v, dtype):
     o = get_op(op)
-    for shape in o.test_shapes[:3]:
+    for shape in o.testing.shapes[:3]:
         valid_call(op, v, dtype, shape)
         valid_call(op, v, dtype, shape)  # the same signature again: the prepared launch, new data pointers
-    valid_call(op, v, dtype, o.test_shapes[1], offset=3)  # a misaligned view (contiguous, so it is taken)
+    valid_call(op, v, dtype, o.testing.shapes[1], offset=3)  # a misaligned view (contiguous, so it is taken)
 
 
 def test_the_issue_cases_read_nothing_out_of_bounds(no_launch):

@@ -62,7 +62,7 @@ def test_poison_never_matches_the_reference():
 @pytest.mark.parametrize("op", list(ops().values()), ids=list(ops()))
 def test_every_op_and_variant_resolves_once(op):
     for v in op.variants_for():
-        for s in op.default_shapes[:2] + op.test_shapes[:2]:
+        for s in op.default_shapes[:2] + op.testing.shapes[:2]:
             cfg = resolve(op.name, v.name, v.dtype, op.format_shape(s), "hot", offset=1, rule={"budget_s": 0.1})
             assert cfg.spec is op and cfg.variant == v and cfg.shape == tuple(s) and cfg.rule.budget_s == 0.1
             assert cfg.key == (op.name, v.name, v.dtype, op.format_shape(s), "hot")
@@ -78,7 +78,7 @@ def test_every_op_is_callable_through_the_same_resolution():
         for v in op.variants:
             assert _resolve(op.name, v.name, v.dtype) == (op, v)
     h = get_op("histogram")
-    assert "bins" in h.call_params and h.signature is not None
+    assert "bins" in h.call.keywords and h.call.signature is not None
 
 
 def test_plan_puts_torch_first_in_every_group_and_checks_its_arguments():

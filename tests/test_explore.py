@@ -46,7 +46,7 @@ class FakeExecutor:
 
     def record(self, cfg):
         op, v = cfg.spec, cfg.variant
-        nbytes = op.bytes_moved(cfg.shape, v.dtype)
+        nbytes = op.cost.bytes_moved(cfg.shape, v.dtype)
         row = {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
                "bytes": nbytes, "gpu": self.gpu, "driver": "555.0", "commit": "test", "date": "2026-11-02T00:00:00Z"}
         if self.max_bytes and nbytes > self.max_bytes:  # the runner's skip: not enough memory
@@ -62,8 +62,8 @@ class FakeExecutor:
         t_us = nbytes / gbps / 1e3
         row.update(status="ok", time_us=t_us, kernel_us=0.9 * t_us, host_bound=v.name in self.host_bound, gbps=gbps,
                    peak_gbps=3300.0, pct_peak=gbps / 33, noise=0.003, samples=40, stop_reason="converged")
-        if op.flops:
-            flops = op.flops(cfg.shape, v.dtype)
+        if op.cost.flops:
+            flops = op.cost.flops(cfg.shape, v.dtype)
             tflops = flops / t_us / 1e6 * (200 if op.bound == "compute" else 1)
             row.update(flops=flops, tflops=tflops, intensity=flops / nbytes, pct_fma=100 * tflops / 60.0)
         if self.energy:
@@ -490,7 +490,7 @@ def test_recorded_compute_bound_in_tflops(sent, tmp_path):
         rows = fixture_rows(gpu, peak, "sgemm")
         for r in rows:
             if r["time_us"]:
-                r["tflops"] = op.flops(op.parse_shape(r["shape"]), "f32") / r["time_us"] / 1e6 * 300
+                r["tflops"] = op.cost.flops(op.parse_shape(r["shape"]), "f32") / r["time_us"] / 1e6 * 300
         write_rows(tmp_path, slug, "sgemm", rows)
     ex = explore("sgemm", results=tmp_path, debounce_s=0)
     assert ex.fig.layout.yaxis.title.text == "TFLOP/s"

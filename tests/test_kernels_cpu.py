@@ -40,7 +40,7 @@ def test_access_width_in_sass(cubins, op, v, arch):
     # the data loads have the claimed width; 32-bit loads may also appear (indices, sizes)
     assert 8 * v.access in loads and max(loads) <= max(8 * v.access, 32), \
         f"{v.name}: global loads {sorted(loads)} bits, expected {8 * v.access}"
-    if op.vector_stores:
+    if op.testing.vector_stores:
         stores = sass.mem_widths(f["sass"], "STG")
         assert max(stores) == 8 * v.access, f"{v.name}: global stores {sorted(stores)} bits"
     if v.access < 8:  # scalar / 32-bit variants must issue neither 64- nor 128-bit accesses

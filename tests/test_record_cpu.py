@@ -26,10 +26,13 @@ def test_an_unknown_stage_is_refused_before_anything_runs(capsys):
 
 
 def test_the_zoo_stage_runs_every_zoo_sweep_in_one_process():
+    from labkit.registry import ops
     from labkit.sweeps import SWEEPS
 
     cmd = dict((n, c) for n, c, _ in record.stages(0.1))["zoo"]
-    assert set(record.ZOO) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(record.ZOO)] == record.ZOO
+    zoo = record.zoo()  # one sweep per op of the zoo group, derived from the catalog
+    assert zoo and set(zoo) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(zoo)] == zoo
+    assert {SWEEPS[n].op for n in zoo} == {o.name for o in ops().values() if o.group == "zoo"}
 
 
 def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():

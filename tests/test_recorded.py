@@ -20,7 +20,7 @@ def fixture_rows(gpu: str, peak: float, op_name: str, failed=()) -> list[dict]:
     out = []
     for shape in op.default_shapes:
         for v in op.variants_for(None):
-            nbytes = op.bytes_moved(shape, v.dtype)
+            nbytes = op.cost.bytes_moved(shape, v.dtype)
             eff = (0.92 if v.is_torch else EFF.get(v.access, 0.5)) * (0.96 if v.dtype == "bf16" else 1.0)
             gbps = peak * eff * nbytes / (nbytes + 64e6)
             t_us = nbytes / gbps / 1e3

@@ -88,15 +88,17 @@ def test_occupancy_shared_and_block_limits():
 
 
 # ---- block sizes ----------------------------------------------------------------------------------
-def test_block_table_covers_every_op_and_matches_the_launchers():
-    for op in ops().values():
-        assert op.name in sass.BLOCK_THREADS or "block" in op.axes, f"{op.name}: no block size in sass.BLOCK_THREADS"
-    for name, (val, file, snippets) in sass.BLOCK_THREADS.items():
-        text = (KERNELS_DIR / file).read_text()
-        for s in [snippets] if isinstance(snippets, str) else snippets:
-            assert s in text, f"BLOCK_THREADS[{name!r}]: {s!r} is no longer in kernels/{file}: update the table"
-        if isinstance(val, dict):
-            assert set(val) == {v.name for v in get_op(name).variants}, name
+@pytest.mark.parametrize("op", list(ops().values()), ids=list(ops()))
+def test_every_op_states_its_block_and_the_launcher_still_sets_it(op):
+    """Op.block's evidence is text of the kernel file that sets the block size (so the fact cannot
+    drift from the launcher silently), and every variant of the op gets a block size or a reason."""
+    text = (KERNELS_DIR / (op.block.file or op.source)).read_text()
+    assert op.block.evidence, f"{op.name}: Op.block names no text of kernels/{op.block.file or op.source}"
+    for s in op.block.evidence:
+        assert s in text, f"{op.name}: Op.block's {s!r} is no longer in kernels/{op.block.file or op.source}: update it"
+    for v in op.variants:
+        threads, why = sass.block_threads(op, v, op.testing.shapes[-1])
+        assert (isinstance(threads, int) and 1 <= threads <= 1024) or (threads is None and why), (op.name, v.name)
 
 
 def test_block_threads():

@@ -19,9 +19,14 @@ import tarfile
 import time
 from pathlib import Path
 
+from labkit.sweeps import zoo_sweeps
+
 PY = sys.executable
-ZOO = ["softmax-rows", "layer-norm", "rms-norm", "reduce-sum", "dot", "histogram", "relu", "sigmoid", "softmax",
-       "embedding", "sgemv", "sgemm"]
+
+
+def zoo() -> list:
+    """The zoo stage's sweeps: one per op of the kernel zoo (Op.group), in the catalog's order."""
+    return [s.name for s in zoo_sweeps()]
 
 
 def stages(budget: float) -> list:
@@ -41,7 +46,7 @@ def stages(budget: float) -> list:
         ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
                        "--budget-s", "{cap:320}"], 60),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
-        ("zoo", [*cli, "sweep", *ZOO, "--in-process", "--budget", b], 120),
+        ("zoo", [*cli, "sweep", *zoo(), "--in-process", "--budget", b], 120),
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),

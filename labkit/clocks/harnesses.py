@@ -70,11 +70,11 @@ class Subject:
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         (self.inputs, self.outputs), = Runner(peak=False, kernel_time=False)._inputs(cfg)[0]
         if v.is_torch:
-            self.go = lambda: op.torch_impl(self.inputs, self.outputs, shape, v.dtype)
+            self.go = lambda: op.data.torch_impl(self.inputs, self.outputs, shape, v.dtype)
         else:
             ints, floats = op.params(shape, v.dtype)
             self.go = launcher_for(op, v, cfg.axes).prepare([*self.inputs, *self.outputs], ints, floats)
-        refs = op.reference(self.inputs, shape, v.dtype)
+        refs = op.data.reference(self.inputs, shape, v.dtype)
         for out, ref in zip(self.outputs, refs):
             poison(out, ref)
         self.go()
@@ -96,7 +96,7 @@ class Subject:
         import torch
 
         torch.cuda.synchronize()
-        return self._compare(self.cfg.spec.reference(self.inputs, self.cfg.shape, self.cfg.variant.dtype),
+        return self._compare(self.cfg.spec.data.reference(self.inputs, self.cfg.shape, self.cfg.variant.dtype),
                              " after timing")
 
 

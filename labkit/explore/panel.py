@@ -132,7 +132,7 @@ class Explorer:
                             self.bar_shape.value if self.view.value == "bar" else None)
         if self.roofline.value:
             t = (f"roofline: {op.name} {self.dtype.value}, {self.mode.value} cache: TFLOP/s vs flop per byte moved"
-                 if op.flops else f"roofline: {op.name} has no flop count, so no points (ceilings only)")
+                 if op.cost.flops else f"roofline: {op.name} has no flop count, so no points (ceilings only)")
             self.views.draw_roofline(lines, self._facts, names, t)
         self.views.show_roofline(self.roofline.value)
 

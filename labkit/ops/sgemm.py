@@ -2,19 +2,19 @@
 import math
 
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc, randn
 from .families import INT_MAX, Arg, Signature
 
 VARIANTS = [
-    V("tiled32", "f32", 1, 4, "seed: 32x32 smem tiles, one C element per thread (1024 threads)",
+    V("tiled32", "f32", width=1, access=4, note="seed: 32x32 smem tiles, one C element per thread (1024 threads)",
       kernel="sgemm_tiled_kernel<32>"),
-    V("tile128x8", "f32", 4, 16, "seed: 128x128x8 block tile, 8x8 per thread, float4 global loads and stores",
-      kernel="sgemm_128x8_kernel<true>"),
-    V("dbuf", "f32", 4, 16, "+ double-buffered smem, next k-tile prefetched into registers, 1 barrier per tile, "
-      "2 blocks/SM", kernel="sgemm_dbuf_kernel<true>"),
-    V("warptile", "f32", 4, 16, "+ warp tiling (64x32 per warp, 4x4 sub-tiles), padded A^T in smem, LDS.128 "
-      "fragments", kernel="sgemm_warptile_kernel<true>"),
+    V("tile128x8", "f32", width=4, access=16, kernel="sgemm_128x8_kernel<true>",
+      note="seed: 128x128x8 block tile, 8x8 per thread, float4 global loads and stores"),
+    V("dbuf", "f32", width=4, access=16, kernel="sgemm_dbuf_kernel<true>",
+      note="+ double-buffered smem, next k-tile prefetched into registers, 1 barrier per tile, 2 blocks/SM"),
+    V("warptile", "f32", width=4, access=16, kernel="sgemm_warptile_kernel<true>",
+      note="+ warp tiling (64x32 per warp, 4x4 sub-tiles), padded A^T in smem, LDS.128 fragments"),
 ]
 
 # Seed 002's sweep is M = N in 128 ... 16384 with K = 1024; labkit adds the 4096^3 goal shape.
@@ -97,26 +97,26 @@ OPS = [Op(
     name="sgemm",
     title="Matrix product (f32)",
     source="sgemm.cu",
-    launch="launch_{name}",
     bound="compute",
+    block=Block({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256},
+                evidence=("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;")),
+    launch="launch_{name}",
     variants=VARIANTS,
     shape_axes=("M", "N", "K"),
     default_shapes=SHAPES,
-    make_inputs=_inputs,
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
-    footprint=lambda shape, dtype: (4 * (shape[0] * shape[2] + shape[2] * shape[1]), 4 * shape[0] * shape[1]),
-    flops=lambda shape, dtype: 2 * shape[0] * shape[1] * shape[2],
-    tolerance=accumulation_tolerance,
+    # "goal": the shape labkit.benchmarks.zoo times it at (else the default shape moving the most bytes)
     shape_presets={"seed": SEED_SHAPES, "square": [(s, s, s) for s in (1024, 2048, 4096, 8192)], "goal": [(4096, 4096, 4096)]},
+    data=Data(make_inputs=_inputs, make_outputs=_outputs, reference=_reference, torch_impl=_torch,
+              tolerance=accumulation_tolerance, validate=_validate),
+    cost=Cost(bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[2] + shape[2] * shape[1] + shape[0] * shape[1]),
+              footprint=lambda shape, dtype: (4 * (shape[0] * shape[2] + shape[2] * shape[1]), 4 * shape[0] * shape[1]),
+              flops=lambda shape, dtype: 2 * shape[0] * shape[1] * shape[2]),
+    call=Call(signature=Signature("sgemm", [Arg("A", "M x K"), Arg("B", "K x N")], _relate)),
     # odd sizes take the scalar fallback; (131, 260, 68) and (1, 4, 4) take the float4 path with
     # partial block tiles in M, N and K
-    test_shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4)],
-    vector_stores=True,  # each variant stores as wide as it loads (tiled32: 4 B, the others float4)
-    validate=_validate,
-    signature=Signature("sgemm", [Arg("A", "M x K"), Arg("B", "K x N")], _relate),
+    testing=Testing(shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4)],
+                    fuzz_caps=(300, 300, 600),
+                    vector_stores=True),  # each variant stores as wide as it loads (tiled32: 4 B, the others float4)
     notes="Compute-bound: compare TFLOP/s. The torch row is cuBLAS FP32 with TF32 off. The TF32 row "
           "(labkit.ops.sgemm.torch_tf32) is produced by the benchmark script: TF32 rounds the inputs to a "
           "10-bit mantissa, so it is timed, not checked. The 128x128 variants use float4 accesses when "
