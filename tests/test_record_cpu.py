@@ -146,3 +146,14 @@ def test_cell_seconds_reads_nbclient_timestamps():
                 nbformat.v4.new_code_cell("never ran")]
     assert cell_seconds(nb) == [[1, 42.2, "tune = labs.rows(...)"]]
     assert [r[0] for r in cell_seconds(nb, least_s=0)] == [1, 2]
+
+
+def test_every_op_has_a_sweep_of_its_own_by_its_group():
+    """Op.group decides sweep membership: a zoo op's sweep is made from it (named after it), a seed
+    op's is declared by name in labkit.sweeps (seed000, access-width, copy-gs)."""
+    from labkit.registry import ops
+    from labkit.sweeps import SWEEPS, zoo_sweeps
+
+    own = {s.op for s in SWEEPS.values() if not s.name.startswith("tune-")}
+    assert own == set(ops())
+    assert {s.op for s in zoo_sweeps()} == {o.name for o in ops().values() if o.group == "zoo"}
