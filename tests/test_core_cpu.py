@@ -296,29 +296,3 @@ def test_labkit_blocking_0_starts_without_the_blocking_kernel():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "LABKIT_BLOCKING": "0"})
     assert r.returncode == 0 and "spin" in r.stdout, r.stderr
-
-
-def test_call_packer_writes_exactly_the_data_pointers():
-    """labkit.call's repeat writes n data pointers as 64-bit words: every other byte of
-    the argument block (numel, sizes, ndim, itemsize, ints, floats) stays as packed."""
-    import ctypes
-
-    from labkit.calls import _packer
-    from labkit.launch import LkArgs, LkTensor
-
-    class Ptr:
-        def __init__(self, p):
-            self.p = p
-
-        def data_ptr(self):
-            return self.p
-
-    a = LkArgs()
-    ctypes.memset(ctypes.addressof(a), 0x5A, ctypes.sizeof(a))
-    before = bytes(a)
-    words = memoryview(a).cast("B").cast("Q")
-    _packer(3, ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)(words, Ptr(11), Ptr(1 << 40), Ptr(33))
-    assert [a.t[k].data for k in range(3)] == [11, 1 << 40, 33]
-    changed = {k for k, (x, y) in enumerate(zip(before, bytes(a))) if x != y}
-    fields = {LkArgs.t.offset + k * ctypes.sizeof(LkTensor) + LkTensor.data.offset + j for k in range(3) for j in range(8)}
-    assert changed <= fields
