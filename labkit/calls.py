@@ -137,16 +137,14 @@ def _runner(n_in: int, n_given: int, n_alloc: int, n_call: int, words: tuple, wi
     body += ["rc = fn(argp, s)", "if rc < 0:", "    failed(rc)"]
     body += [f"return {outs[0]}" if n_call == 1 else f"return ({', '.join(outs[:n_call])},)"]
     unpack = [f"{', '.join(ins)}, = inputs"] + ([f"{', '.join(given)}, = out"] if given else [])
-    tail = {0: "", 1: ", out"}.get(n_given, ", *out")
     run = ["if params != P:" if with_params else "if params:", "    return MISS"]
     if n_given == 0:
         run += ["if out is not None:", "    return MISS"]
-    run += ["try:", f"    if not check(*inputs{tail}):", "        return MISS"]
-    if n_given > 1:  # the guard sees inputs and outputs as one list: the split is the prepared one
-        run += [f"    if len(out) != {n_given}:", "        return MISS"]
-    run += ["except (TypeError, AttributeError):", "    return MISS"]
-    run += [f"{', '.join(ins)}, = inputs"] + ([f"{given[0]} = out"] if n_given == 1 else
-                                              [f"{', '.join(given)}, = out"] if given else [])
+    # unpacked to the prepared counts (another count: ValueError), then the guard on each tensor
+    run += ["try:", f"    {', '.join(ins)}, = inputs"]
+    run += [f"    {given[0]} = out"] if n_given == 1 else [f"    {', '.join(given)}, = out"] if given else []
+    run += [f"    if not check({', '.join(ins + given)}):", "        return MISS",
+            "except (TypeError, ValueError, AttributeError):", "    return MISS"]
     consts = "".join(f"    S{k}, T{k}, D{k} = allocs[{k}]\n" for k in range(n_alloc))
     src = ("def factory(check, fn, dev, getdev, stream, empty, allocs, blocks, new_block, ident, P, failed, MISS):\n"
            f"{consts}"
