@@ -306,3 +306,22 @@ def test_threads_never_launch_each_others_pointers(gpu, recorder):
         triple = tuple(recorder.lk_ptr(i, k) for k in range(3))
         seen[triple] = seen.get(triple, 0) + 1
     assert seen == {tuple(t.data_ptr() for t in s): n for s in sets}
+
+
+def test_workspace_and_other_shaped_outputs_are_allocated_each_repeat(gpu, recorder):
+    """softmax's scratch pairs (allocated, never returned) beside y given or allocated; sgemm's output
+    shaped (M, N) from two inputs of other shapes."""
+    x = f32(4099)
+    for out in (None, torch.empty(4099), None, torch.empty(4099)):
+        for _ in range(2):
+            y = labkit.call("softmax", "f32x4", x, out=out)
+            assert isinstance(y, torch.Tensor) and y.shape == x.shape and (out is None or y is out)
+            ptrs = launched(recorder)
+            assert ptrs[:2] == [x.data_ptr(), y.data_ptr()] and ptrs[2] not in (0, x.data_ptr(), y.data_ptr())
+    assert gpu.prepared == 2
+    a, b = f32(32, 16), f32(16, 8)
+    for _ in range(3):
+        c = labkit.call("sgemm", "warptile", a, b)
+        assert c.shape == (32, 8) and c.is_contiguous()
+        assert launched(recorder) == [a.data_ptr(), b.data_ptr(), c.data_ptr()]
+    assert gpu.prepared == 3
