@@ -21,7 +21,7 @@ from labkit.paths import KERNELS_DIR
 RECORDER = r"""
 #include <string.h>
 #include "lk_abi.h"
-#define LOGN (1 << 21)
+#define LOGN (1 << 18)
 static lk_args last_args;
 static void* log_ptr[LOGN][3];
 static void* log_stream[LOGN];
