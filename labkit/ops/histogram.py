@@ -9,6 +9,9 @@ VARIANTS = [
     V("i32x4", "i32", width=4, access=16, note="seed vec4: one int4 (128-bit) load per thread, four global atomics"),
     V("i32x4_smem", "i32", width=4, access=16, launch="launch_histogram_smem", kernel="histogram_smem_kernel<4, 16, 1024>",
       note="privatized: grid-stride int4 loads into shared per-warp copies, one global atomic per bin per block"),
+    V("i32x4_sm", "i32", width=4, access=16, launch="launch_histogram_sm<{unroll}, {smem_kb}>",
+      kernel="histogram_sm_kernel<{unroll}>", note="one 1024-thread block per SM, 8 int4 loads in flight, "
+      "lane-interleaved shared copies (any bins up to ~56 K), flush once per SM from its own bin"),
 ]
 
 # (N, bins): 2^26 int32 = 256 MiB read; 16 bins shows atomic contention, 4096 the flush cost
@@ -62,10 +65,13 @@ OPS = [Op(
     name="histogram",
     title="Histogram (int32)",
     source="histogram.cu",
-    block=Block({"i32": 256, "i32x4": 256, "i32x4_smem": 1024},
-                evidence=("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;")),
+    block=Block({"i32": 256, "i32x4": 256, "i32x4_smem": 1024, "i32x4_sm": 1024},
+                evidence=("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;",
+                          "constexpr int kSmThreads = 1024;")),
     launch="launch_histogram<{width}, {access}>",
     kernel="histogram_kernel<{width}, {access}>",
+    # i32x4_sm: int4 loads per thread per round, and KiB of shared memory its copies may take
+    axes={"unroll": (8, (4, 8)), "smem_kb": (96, (32, 64, 96, 128, 192))},
     variants=VARIANTS,
     shape_axes=("N", "bins"),
     default_shapes=SHAPES,
@@ -79,6 +85,7 @@ OPS = [Op(
                     fuzz_caps=(1 << 20, 20000), vector_stores=False),
     notes="Counts of x (int32 in [0, bins)) compared exactly with torch.bincount. i32x4_smem (1024 threads, "
           "two blocks per SM) keeps as many shared copies of the histogram per block as fit in 32 KiB, up to "
-          "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'). The torch row is index_add_ of ones (graph-capturable); "
-          "torch.bincount syncs the host.",
+          "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'); i32x4_sm (one 1024-thread "
+          "block per SM) takes up to ~56 K bins in opted-in shared memory. The torch row is index_add_ of ones "
+          "(graph-capturable); torch.bincount syncs the host.",
 )]
