@@ -7,6 +7,7 @@ from ..tensors import alloc
 from .families import INT_MAX, Arg, Signature
 
 _ROWS = "launch_embedding<{ctype}, {width}, {access}, {rows}>"
+_FLAT, _FLAT_KERNEL = "launch_embedding_flat<{ctype}, {width}, 8>", "embedding_flat_kernel<{ctype}, {width}, 8>"
 VARIANTS = [
     V("f32", "f32", width=1, access=4, note="seed baseline: one float per thread step"),
     V("f32x4", "f32", width=4, access=4, note="seed x4: four scalar float copies per thread step"),
@@ -18,6 +19,12 @@ VARIANTS = [
       note="4 rows per block: 4 independent 128-bit loads in flight per thread"),
     V("f16x8_pack_r4", "f16", width=8, access=16, rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>",
       note="4 rows per block: 4 independent 128-bit loads in flight per thread"),
+    V("f32x4_flat", "f32", width=4, access=16, launch=_FLAT, kernel=_FLAT_KERNEL,
+      note="the output as one flat list of float4 packs over a resident grid: 8 cp.async in flight per thread, "
+           "the next round's row indices with them"),
+    V("f16x8_flat", "f16", width=8, access=16, launch=_FLAT, kernel=_FLAT_KERNEL,
+      note="the output as one flat list of 128-bit packs over a resident grid: 8 cp.async in flight per thread, "
+           "the next round's row indices with them"),
 ]
 
 # (MaxV, SeqLen, EmbSize)
@@ -91,7 +98,10 @@ def _footprint(shape, dtype):
 
 
 def _block(v, shape):
-    """One block per row: threads for one pass over the row's packs, a warp multiple in 32..256."""
+    """One block per row: threads for one pass over the row's packs, a warp multiple in 32..256; the
+    flat gather: 256 (kFlatThreads)."""
+    if v.name.endswith("_flat"):
+        return 256, "kFlatThreads"
     emb = shape[-1]
     work = emb // v.width if emb % v.width == 0 else emb
     return (256 if work >= 256 else -(-work // 32) * 32), f"EmbSize {emb}"
@@ -113,7 +123,7 @@ OPS = [Op(
     name="embedding",
     title="Embedding lookup",
     source="embedding.cu",
-    block=Block(_block, evidence="work >= 256 ? 256"),
+    block=Block(_block, evidence=("work >= 256 ? 256", "constexpr int kFlatThreads = 256;")),
     launch="launch_embedding<{ctype}, {width}, {access}>",
     kernel="embedding_kernel<{ctype}, {width}, {access}>",
     inline_launcher=INLINE_LAUNCHER,
