@@ -142,9 +142,11 @@ def main(argv=None) -> dict | None:
     cases = [c for c in CASES if not a.ops or c[0] in a.ops]
     rule = {"budget_s": a.budget}
     configs = [c for name, dtype, shape in cases for c in plan(name, "all", dtype, [shape], ("cold",), rule=rule)]
-    if a.tune:  # a configuration already planned (torch, an axis at its default) is measured once
+    if a.tune:
         configs += [c for name, variant, dtype, shapes, axes in TUNE if not a.ops or name in a.ops
                     for c in plan(name, [variant], dtype, shapes, ("cold",), rule=rule, axes=axes)]
+    seen: set = set()  # a configuration planned twice (torch, an axis at its default) is measured once
+    configs = [c for c in configs if not (c.key in seen or seen.add(c.key))]
     log = ResultLog()
     run(configs, log, title="membound")  # worker processes: a kernel that faults loses only its worker
     facts = device_facts()
