@@ -113,10 +113,9 @@ __global__ void __launch_bounds__(kOnePassThreads, kOnePassBlocks<N * U>) dot_1p
     const int64_t i = lk_edge_index(s, N, j);
     acc[0] = fmaf(a[i], b[i], acc[0]);
   }
+  const float block_sum = block_reduce_sum<kOnePassThreads>(acc[0] + acc[1], scratch);
   float total;
-  if (lk_last_block_sum<kOnePassThreads>(block_reduce_sum<kOnePassThreads>(acc[0] + acc[1], scratch), slot, scratch, total) &&
-      threadIdx.x == 0)
-    *y = total;
+  if (lk_last_block_sum<kOnePassThreads>(block_sum, slot, scratch, total) && threadIdx.x == 0) *y = total;
 }
 
 template <int N, int ACCESS>

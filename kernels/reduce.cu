@@ -108,10 +108,9 @@ __global__ void __launch_bounds__(kOnePassThreads, kOnePassBlocks<U>) reduce_sum
     }
   }
   if (t < s.head + s.tail) acc[0] += lk_to_float(x[lk_edge_index(s, N, t)]);  // scalar edges
+  const float block_sum = block_reduce_sum<kOnePassThreads>(acc[0] + acc[1], scratch);
   float total;
-  if (lk_last_block_sum<kOnePassThreads>(block_reduce_sum<kOnePassThreads>(acc[0] + acc[1], scratch), slot, scratch, total) &&
-      threadIdx.x == 0)
-    *y = total;
+  if (lk_last_block_sum<kOnePassThreads>(block_sum, slot, scratch, total) && threadIdx.x == 0) *y = total;
 }
 
 template <typename T, int N, int ACCESS>

@@ -5,7 +5,8 @@ from ..tensors import alloc
 from .families import Arg, Signature
 
 # one-pass variants: packs per thread per round, a tuning axis (`--axis unroll=2,4,8`; the others ignore it)
-_ONE_PASS, _ONE_PASS_KERNEL = "launch_reduce_1pass<{ctype}, {width}, {unroll}>", "reduce_sum_1pass<{ctype}, {width}, {unroll}>"
+_ONE_PASS = "launch_reduce_1pass<{ctype}, {width}, {unroll}>"
+_ONE_PASS_KERNEL = "reduce_sum_1pass<{ctype}, {width}, {unroll}>"
 VARIANTS = [
     V("f32", "f32", width=1, access=4, note="grid-stride, one float per load, one atomic per block"),
     V("f32x4", "f32", width=4, access=16, note="grid-stride, one float4 (128-bit) per load"),
