@@ -38,7 +38,7 @@ def _run_group(title, configs, spec, run_id, task_id):
 
     from .errors import ConfigError
     from .runner import ContextLost
-    from .session import Scope
+    from .ranges import Scope
     from .worker_child import resolve
 
     client, addr = get_client(), get_worker().address

@@ -10,37 +10,13 @@ the benchmarks, nsight's profiled child) hands a list of Configs to `run`, which
   progress bar over all configurations.
 
 NVTX ranges (`<title>` > `<op>` > `<op> <variant> <shape>` > phases) are opened where the kernels
-run, by `Scope`, so Nsight sees them around the kernels in worker processes too.
+run, by `ranges.Scope`, so Nsight sees them around the kernels in worker processes too.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
-
-class Scope:
-    """The open NVTX ranges of one process: the title (e.g. 'bench add') and the op, kept open while
-    consecutive configurations share them."""
-
-    def __init__(self):
-        self._stack = contextlib.ExitStack()
-        self._key = None
-
-    def enter(self, title: str | None, op: str) -> None:
-        from .ranges import nvtx_range
-
-        if self._key == (title, op):
-            return
-        self.close()
-        if title:
-            self._stack.enter_context(nvtx_range(title))
-        self._stack.enter_context(nvtx_range(op))
-        self._key = (title, op)
-
-    def close(self) -> None:
-        self._stack.close()
-        self._stack = contextlib.ExitStack()
-        self._key = None
+from .ranges import Scope
 
 
 class Local:

@@ -45,7 +45,7 @@ def _child(conn, gpu, runner_spec, env):
     try:
         factory = resolve(runner_spec[0])
         runner = factory(**runner_spec[1])
-        from .session import Scope
+        from .ranges import Scope
 
         scope = Scope()
         runner.phase = lambda name: conn.send(("phase", name))
