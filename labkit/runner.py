@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import zlib
 
-from . import cache_states
+from . import cache_states, energy
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
@@ -191,7 +191,8 @@ class Runner:
             return {**base, "status": "ok"}
 
         self.phase("timed")
-        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy, kernels=self.kernel_time)
+        timer = energy.measure if self.energy else measure  # energy: timing, then the launches back to back
+        m = timer(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, kernels=self.kernel_time)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
             refs = op.data.reference(inputs, shape, v.dtype)  # every set holds the same inputs

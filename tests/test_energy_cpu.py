@@ -282,7 +282,7 @@ def test_loop_energy_of_older_rows_is_never_shown_as_energy_per_launch(tmp_path)
 
 
 def test_sustained_captures_one_graph_of_the_batch(monkeypatch):
-    # the graph helper takes the calls in order (labkit.timing._capture, shared with the graph states)
+    # the graph helper takes the calls in order (labkit.timing.capture, shared with the graph states)
     import torch
 
     from labkit import energy, timing
@@ -290,7 +290,7 @@ def test_sustained_captures_one_graph_of_the_batch(monkeypatch):
     seen = {}
     monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: object())
     monkeypatch.setattr(timing, "estimate", lambda fn: 20e-6)  # 100 launches make 2 ms
-    monkeypatch.setattr(timing, "_capture", lambda calls: seen.setdefault("calls", calls) and None)
+    monkeypatch.setattr(timing, "capture", lambda calls: seen.setdefault("calls", calls) and None)
     monkeypatch.setattr(energy, "back_to_back", lambda replay, batch, *a, **k: {"batch": batch})
     meter = Sampler(nv=FakeNVML(), handle="h")
     fn = lambda: None  # noqa: E731
