@@ -228,10 +228,10 @@ def cmd_list(a):
 
 
 def cmd_sass(a):
-    from . import sass
+    from . import sass, sass_diff
 
     if a.diff:
-        print(sass.diff_text(a.op, *a.diff, arch=a.arch))
+        print(sass_diff.diff_text(a.op, *a.diff, arch=a.arch))
         return 0
     print(sass.report(a.op, a.arch).to_string(index=False))
     return 0

@@ -274,25 +274,3 @@ def variant_kernel(op, v, arch: str = "90") -> dict:
     if not v.kernel:
         raise ConfigError(f"{op.name} {v.name} names no kernel (Variant.kernel), so its SASS cannot be found")
     return find_kernel(functions(variant_cubin(op, v, arch)), v.kernel)
-
-
-# The machine-code diff lives in sass_diff.py (this file stays the reader); these are its faces.
-def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict:
-    """Two variants' SASS aligned (memory instructions first): see labkit.sass_diff.diff."""
-    from .sass_diff import diff as _diff
-
-    return _diff(op, a, b, arch, dtype)
-
-
-def diff_text(op, a: str, b: str, arch: str = "90", dtype: str | None = None, width: int = 56) -> str:
-    """`labkit sass OP --diff A B`: counts side by side, then the aligned listing."""
-    from .sass_diff import diff_text as _text
-
-    return _text(op, a, b, arch, dtype, width)
-
-
-def diff_html(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> str:
-    """The diff as an HTML table (explorer, notebooks)."""
-    from .sass_diff import diff_html as _html
-
-    return _html(op, a, b, arch, dtype)

@@ -389,7 +389,7 @@ def test_energy_axis_when_rows_have_it(sent):
 
 
 def test_why_and_sass_diff_panels(sent, monkeypatch):
-    import labkit.sass
+    import labkit.sass_diff
 
     ex = make()
     calls = []
@@ -409,15 +409,15 @@ def test_why_and_sass_diff_panels(sent, monkeypatch):
     ex.why.button.click()
     assert "needs labkit.why" in ex.why.out.value
 
-    monkeypatch.setattr(labkit.sass, "diff_html", lambda op, a, b, dtype=None: f"<pre>{op} {a} {b} {dtype}</pre>",
+    monkeypatch.setattr(labkit.sass_diff, "diff_html", lambda op, a, b, dtype=None: f"<pre>{op} {a} {b} {dtype}</pre>",
                         raising=False)
     ex.details.selected_index = 2               # opening the pane offers this dtype's variants
     assert ex.sass.a.value == "f16x2" and ex.sass.b.value != "f16x2" and "f32x4" not in ex.sass.a.options
     ex.sass.button.click()
     assert ex.sass.out.value == f"<pre>add f16x2 {ex.sass.b.value} f16</pre>"
-    monkeypatch.delattr(labkit.sass, "diff_html")
+    monkeypatch.delattr(labkit.sass_diff, "diff_html")
     ex.sass.button.click()
-    assert "needs labkit.sass.diff_html" in ex.sass.out.value
+    assert "needs labkit.sass_diff.diff_html" in ex.sass.out.value
 
 
 # ---- recorded mode --------------------------------------------------------------------------------

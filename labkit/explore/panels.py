@@ -1,5 +1,5 @@
 """The explorer's on-demand panels: the "why is it slow" card (labkit.why) and the machine-code
-diff of two variants (labkit.sass.diff_html). Each runs only when its button is pressed, never on
+diff of two variants (labkit.sass_diff.diff_html). Each runs only when its button is pressed, never on
 a control change. Both modules are optional here: a checkout without them says so in the panel."""
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class WhyPanel:
 
 
 class SassPanel:
-    """Two variants' SASS side by side (labkit.sass.diff_html), memory instructions aligned."""
+    """Two variants' SASS side by side (labkit.sass_diff.diff_html), memory instructions aligned."""
 
     def __init__(self, shown):
         """`shown()` -> (op, dtype) shown now."""
@@ -67,9 +67,9 @@ class SassPanel:
 
     def show(self) -> str:
         try:
-            from ..sass import diff_html
+            from ..sass_diff import diff_html
         except ImportError as e:
-            self.out.value = _note(f"the SASS diff needs labkit.sass.diff_html, which this checkout lacks ({e})")
+            self.out.value = _note(f"the SASS diff needs labkit.sass_diff.diff_html, which this checkout lacks ({e})")
             return self.out.value
         try:
             op, dtype = self.shown()
