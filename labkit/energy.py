@@ -17,10 +17,13 @@ Without NVML (no pynvml, no driver, no handle for this GPU) `stop` returns {'nvm
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 import time
+from collections import deque
 
 from . import timing
+from .device import nvml, nvml_handle, throttled
 from .ranges import nvtx_range
 
 
@@ -43,8 +46,6 @@ class Sampler:
 
     def __init__(self, period_s: float = 0.01, device: int | None = None, nv=None, handle=None, sync=None):
         if nv is None:
-            from .device import nvml, nvml_handle
-
             nv = nvml()
             handle = nvml_handle(device) if nv is not None else None
         self.period_s = period_s
@@ -73,8 +74,6 @@ class Sampler:
     def poll(self):
         """One sample: (power W, SM clock MHz | None, temperature C | None, throttled | None), or
         None when power cannot be read."""
-        from .device import throttled
-
         nv = self.nv
         mw = self._read(nv.nvmlDeviceGetPowerUsage)
         if mw is None:
@@ -169,8 +168,6 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
     is busy the whole time the counter runs. The timed loop cannot give this: between its samples
     the GPU waits for the host (and, cold, flushes L2), and that idle energy divided by the launches
     counted too (H100, add f16x8 4096x4096 cold: 33 µs at 0.030 J a launch, i.e. 890 W)."""
-    import math
-
     import torch
 
     meter = meter if meter is not None else Sampler()
@@ -232,8 +229,6 @@ def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUS
     reads it). The first step is only waited for: the energy counted up to it may hold time from
     before the replays. Without a counter (or one that stands still) the polled power stands in
     ('power x time')."""
-    from collections import deque
-
     replay()  # the first replay outside: graph upload, clocks up
     meter.start()
     reps, steps, reads, queued = 0, [], [], deque()

@@ -32,8 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cache_states
+from . import cache_states, device, launch
+from .cupti import Probe, cupti_free, per_launch
+from .device import sm_clock
 from .errors import ConfigError
+from .launch import error_string
+from .ranges import nvtx_range
 from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
@@ -77,8 +81,6 @@ class Blocker:
     def block(self, stream: int, timeout_s: float = BLOCK_TIMEOUT_S) -> None:
         rc = self._block(stream, timeout_s)
         if rc < 0:
-            from .launch import error_string
-
             raise RuntimeError(f"blocking kernel: {error_string(-rc)}")
 
     def release(self) -> None:
@@ -95,10 +97,8 @@ _blocker_state = {"forced_off": os.environ.get("LABKIT_BLOCKING", "1") == "0"}
 
 @functools.lru_cache(maxsize=None)
 def _blocker():
-    from .launch import harness
-
     try:
-        return Blocker(harness()), ""
+        return Blocker(launch.harness()), ""
     except Exception as e:  # no toolkit to build the harness, a driver without mapped memory, ...
         return None, f"{type(e).__name__}: {e}"
 
@@ -127,14 +127,12 @@ def blocked(stream: int | None = None):
     Yields True when the blocking kernel holds the stream, False on the spin fallback."""
     import torch
 
-    from .launch import current_stream
-
     blk = blocker()
     if blk is None:
         torch.cuda._sleep(40_000)  # fallback: ~20 µs of GPU time to cover the enqueue that follows
         yield False
         return
-    blk.block(current_stream() if stream is None else stream)
+    blk.block(launch.current_stream() if stream is None else stream)
     try:
         yield True
     finally:
@@ -145,11 +143,9 @@ def blocked(stream: int | None = None):
 def _flush_buffer():
     import torch
 
-    from .device import properties
-
     dev = torch.cuda.current_device()
     if dev not in _flush_buf:
-        buf = torch.zeros(2 * properties()["l2_bytes"] // 4, dtype=torch.float32, device="cuda")
+        buf = torch.zeros(2 * device.properties()["l2_bytes"] // 4, dtype=torch.float32, device="cuda")
         _flush_buf[dev] = (buf, torch.zeros((), dtype=torch.float32, device="cuda"))
     return _flush_buf[dev]
 
@@ -247,8 +243,6 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     is labkit.energy.measure's, which calls this). With `kernels` (and CUPTI free: not under
     Nsight), the timed loop runs under CUPTI and the same samples' kernel durations are added
     (`Measurement.kernels`, labkit.cupti.per_launch)."""
-    from .ranges import nvtx_range
-
     state = cache_states.get(mode)
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     if not fns or not all(callable(f) for f in fns):
@@ -326,9 +320,6 @@ def _sample(state, fns, hot_target_s):
 
 
 def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
-    from .cupti import Probe, cupti_free, per_launch
-    from .device import sm_clock
-
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
     probe = Probe() if kernels and cupti_free() else None

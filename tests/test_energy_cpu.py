@@ -52,9 +52,9 @@ def test_summarize_zero_launches_and_missing_fields():
 
 # ---- fallback -------------------------------------------------------------------------------------
 def test_pynvml_missing(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: None)
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     s = Sampler()
     assert not s.available
@@ -64,18 +64,18 @@ def test_pynvml_missing(monkeypatch):
 
 
 def test_nvml_without_handle(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: FakeNVML())
-    monkeypatch.setattr(labkit.device, "nvml_handle", lambda device=None: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: FakeNVML())
+    monkeypatch.setattr(labkit.energy, "nvml_handle", lambda device=None: None)
     out = Sampler().start().stop(5)
     assert out == {"nvml": "unavailable: NVML has no handle for this process's GPU"}
 
 
 def test_nvml_not_initialised(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: None)
     pytest.importorskip("pynvml")
     assert Sampler().stop(3)["nvml"].startswith("unavailable: NVML did not initialise")
 
