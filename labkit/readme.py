@@ -10,13 +10,20 @@ driver, date and commit its rows come from; and the result row's fields, from th
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
 from pathlib import Path
 
+from .benchmarks.zoo import goal_table
+from .cache_states import names
+from .ceilings import in_force
+from .clocks.relations import RELATIONS, label, verdicts
 from .paths import ROOT, results_dir
+from .records import load_rows
 from .schema import FIELDS, GROUPS
+from .sweeps import zoo_sweeps
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -34,8 +41,6 @@ def _json(path: Path):
 
 
 def _rows(path: Path) -> list:
-    from .records import load_rows
-
     return load_rows(path) if path.exists() else []
 
 
@@ -77,9 +82,6 @@ def _table(head, rows) -> str:
 def block_ceilings(root, args) -> str:
     """Per GPU, the entry in force (labkit.ceilings.in_force: the newest measured outside a profiler)
     and how many entries its device.json holds; the event overhead of every cache state it measured."""
-    from .cache_states import names
-    from .ceilings import in_force
-
     found = []
     for d in _gpus(root):
         entries = list(((_json(d / "device.json") or {}).get("devices") or {}).values())
@@ -175,9 +177,6 @@ def block_access_width(root, args) -> str:
 
 
 def block_zoo(root, args) -> str:
-    from .benchmarks.zoo import goal_table
-    from .sweeps import zoo_sweeps
-
     parts = []
     for d in _gpus(root):
         files = [d / f"{s.name}.jsonl" for s in zoo_sweeps() if (d / f"{s.name}.jsonl").exists()]
@@ -221,8 +220,6 @@ def block_reconcile(root, args) -> str:
     """Per GPU (results/<gpu>/reconcile.json, labkit.clocks): the medians, one row per clock and one
     column per configuration; each relation's a/b - 1 and verdict per configuration; the reasons,
     once per relation."""
-    from .clocks.relations import RELATIONS, label, verdicts
-
     parts = []
     for d in _gpus(root):
         recs = (_json(d / "reconcile.json") or {}).get("configs", [])
@@ -269,8 +266,6 @@ def main(argv=None) -> int:
     new = render(old)
     if a.check:
         if new != old:
-            import difflib
-
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "rendered"))
             return 1
         return 0
