@@ -14,12 +14,14 @@ import difflib
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 from .benchmarks.zoo import goal_table
 from .cache_states import names
 from .ceilings import in_force
 from .clocks.relations import RELATIONS, label, verdicts
+from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
 from .records import load_rows
 from .schema import FIELDS, GROUPS
@@ -242,9 +244,26 @@ def block_reconcile(root, args) -> str:
     return ("\n\n".join(parts) or "_no reconcile.json under results/ yet_") + "\n"
 
 
+def block_layout(root, args) -> str:
+    """README's Layout of labkit/, from labkit/layers.py: each floor with what it holds and its modules
+    (a note where the name does not say it), and how many imports sit inside functions, and why."""
+    lazy = [reason for targets in LAZY.values() for reason in targets.values()]
+    why = "; ".join(f"{r}: {lazy.count(r)}" for r in REASONS if r in lazy)
+    lines = [f"- `labkit/` on {len(FLOORS)} floors, lowest first, declared in `labkit/layers.py`: a module imports only "
+             "from its own floor or those below it, at module level or inside a function, and no chain of imports "
+             "comes back to its start (`tests/test_layers_cpu.py`). Imports sit at the top of a module; those inside "
+             f"functions are listed there with their reason, {len(lazy)} module/package pairs ({why})."]
+    for name, purpose, modules in FLOORS:
+        mods = ", ".join(f"`{m}`" + (f" ({note})" if note else "") for m, note in modules.items())
+        lines.append(f"  - **{name}** ({purpose}): {mods};")
+    lines[-1] = lines[-1][:-1] + "."
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent=" " * (4 if line.startswith("  ") else 2),
+                                   break_on_hyphens=False, break_long_words=False) for line in lines) + "\n"
+
+
 BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
-          "reconcile": block_reconcile, "fields": block_fields}
+          "reconcile": block_reconcile, "fields": block_fields, "layout": block_layout}
 
 
 def render(text: str, root=None) -> str:
