@@ -17,7 +17,7 @@ from . import toolkit
 from .errors import LabkitError
 from .paths import gpu_slug, results_dir  # noqa: F401  (recorded.gpu_slug, recorded.results_dir)
 from .records import load_rows, to_frame
-from .tables import pivot, pivot_table, seed_table
+from .tables import pivot_table, seed_table
 
 
 class NoRecordedData(LabkitError):
@@ -130,12 +130,6 @@ def rows(df, **where) -> list[dict]:
         sel = sel[sel[k] == v]
     return [{k: (None if (isinstance(v, float) and v != v) else v) for k, v in r.items()}
             for r in sel.to_dict("records")]
-
-
-def side_by_side(df, op: str, value: str = "gbps", columns: str = "variant", index: str = "shape") -> dict:
-    """Seed 001's layout: one pivot table (sizes down, variants across) per GPU, as {gpu: DataFrame}."""
-    return {gpu: pivot(rows(g), index=index, columns=columns, value=value)
-            for gpu, g in df[df["op"] == op].groupby("gpu", sort=True)}
 
 
 def headline(df) -> list:
