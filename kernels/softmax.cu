@@ -22,8 +22,12 @@
 //                            16-bit K > ~116000 on sm_90) run softmax_rows_online, 16-byte packs.
 //                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
 //                            view) run the scalar kernel and report LK_PATH_FALLBACK.
-// Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
-// reduction for a runtime block size).
+// Reference: labkit/ops/softmax.py, x.softmax() in float64 over the vector / along K (the variants'
+// V(...) lines there; `labkit list softmax_rows`). Below: this file's helpers (lk_ex2_ftz; MS (max, sum)
+// pairs with ms_merge / ms_push / warp_reduce_ms / block_reduce_ms), the whole-vector kernels and their
+// launcher, then the row kernels and theirs; the exported launchers are generated. From labkit.cuh (the
+// row plan norm.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce (warp or block
+// reduction for a runtime block size), to_floats / from_floats, lk_cp_async16.
 #include "labkit.cuh"
 
 constexpr float LK_LOG2E = 1.4426950408889634f;
@@ -253,6 +257,9 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
 // Rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan),
 // three passes over it (max; e^x and sum; e^x * 1/sum, stored): one exp per element for f32 and
 // bf16 rows (e^x kept in shared memory), two for f16.
+// The copy-in and the passes are written out here, where norm_rows_smem takes them from labkit.cuh
+// (lk_smem_row_load, lk_smem_row_pass): through those helpers ptxas reordered this kernel's max pass
+// (commit 10ace29 put the written-out form back). Fold the helpers in only with a GPU to check and time both.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
                                                                      int K) {

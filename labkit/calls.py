@@ -20,15 +20,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
-from .errors import ConfigError
-from .launch import launcher_for
+from . import launch
+from .dtypes import dtype_name
+from .errors import ConfigError, LaunchError
+from .launch import LAUNCHER_FN_GIL, LkArgs, LkTensor, launcher_for
+from .registry import get_op
 
 
 @functools.lru_cache(maxsize=512)
 def _resolve(op_name: str, variant: str, dtype: str | None):
-    from .registry import get_op
-
     o = get_op(op_name)
     v = o.variant(variant, dtype)
     return o, v
@@ -37,8 +39,6 @@ def _resolve(op_name: str, variant: str, dtype: str | None):
 def data_dtype(o, inputs) -> str | None:
     """The dtype a call runs on: the first floating-point input's (index tensors are not data);
     None for a dtype labkit does not know (the signature then names it)."""
-    from .dtypes import dtype_name
-
     for t in inputs:
         if t.is_floating_point():
             try:
@@ -158,10 +158,7 @@ def _runner(n_in: int, n_given: int, n_alloc: int, n_call: int, words: tuple, wi
 
 
 def _failed(rc: int):
-    from .errors import LaunchError
-    from .launch import error_string
-
-    raise LaunchError(f"kernel launch failed: {error_string(-rc)}", code=-rc)
+    raise LaunchError(f"kernel launch failed: {launch.error_string(-rc)}", code=-rc)
 
 
 class _Prepared:
@@ -172,10 +169,6 @@ class _Prepared:
     __slots__ = ("key", "args", "blocks", "keep", "check", "run", "launch", "arm")
 
     def __init__(self, address, args, inputs, outputs, n_call, n_given, key=None, params=None):
-        import threading
-
-        from .launch import LAUNCHER_FN_GIL, LkArgs, LkTensor
-
         self.key, self.args = key, bytes(args)
         self.blocks, self.keep = {}, []
         device = inputs[0].device
@@ -195,10 +188,6 @@ class _Prepared:
 
     def _new_block(self):
         """This thread's argument block (a copy of the packed one) as (64-bit words, address)."""
-        import threading
-
-        from .launch import LkArgs
-
         args = LkArgs.from_buffer_copy(self.args)
         self.keep.append(args)
         self.blocks[threading.get_ident()] = block = (memoryview(args).cast("B").cast("Q"), ctypes.addressof(args))
@@ -318,8 +307,6 @@ def _call(op: str, variant: str, inputs: tuple, out, sync: bool, check: bool, pa
 
     if not inputs:
         raise ConfigError(f"{op}: pass the input tensors, e.g. labkit.call({op!r}, {variant!r}, x, ...)")
-    from .registry import get_op
-
     o = get_op(op)
     names = getattr(o.call.signature, "names", ())
     for k, t in enumerate(inputs):

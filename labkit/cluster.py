@@ -22,9 +22,14 @@ ratios come from one GPU, with the same guarantees as labkit's own worker proces
 from __future__ import annotations
 
 import time
+import traceback
 import uuid
 
+from .cluster_procs import LocalProcesses
 from .errors import ConfigError, LabkitError
+from .ranges import Scope
+from .runner import ContextLost
+from .worker_child import resolve
 from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, START_TIMEOUT_S, WorkerError, failure_row
 
 _state: dict = {}  # per worker process: the runner and the NVTX scope
@@ -35,11 +40,6 @@ def _run_group(title, configs, spec, run_id, task_id):
     """The task: run one group on this worker's GPU, announcing each configuration and its phases and
     streaming each row to the run's queue. Returns how it ended."""
     from distributed import Event, Queue, get_client, get_worker
-
-    from .errors import ConfigError
-    from .runner import ContextLost
-    from .session import Scope
-    from .worker_child import resolve
 
     client, addr = get_client(), get_worker().address
     first = Event(f"{run_id}-{task_id}", client=client)
@@ -72,8 +72,6 @@ def _run_group(title, configs, spec, run_id, task_id):
             q.put({"kind": "config_error", "task": task_id, "message": str(e)})
             return {"end": "error"}
         except Exception as e:  # noqa: BLE001 - a Python error: raised in the parent, as with local workers
-            import traceback
-
             q.put({"kind": "crash", "task": task_id, "message": f"{cfg.describe()}: {type(e).__name__}: {e}",
                    "traceback": traceback.format_exc()})
             return {"end": "error"}
@@ -109,8 +107,6 @@ class DaskExecutor:
         self._own = None
         self._kept: list = []  # rows that arrived with a Ctrl-C, for the caller's log (take_rows)
         if cluster == "local-cuda":
-            from .cluster_procs import LocalProcesses
-
             self._own = LocalProcesses("cuda", gpus=gpus)
             self.client = self._own.client
         elif isinstance(cluster, str):

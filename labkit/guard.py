@@ -23,6 +23,9 @@ from __future__ import annotations
 import math
 
 from .cache_states import STATES
+from .device import spec
+from .errors import LabkitError
+from .registry import get_op
 
 OK = "ok"
 SERVED, ABSORBED, UNEXPLAINED = ("above-spec: served from L2", "above-spec: writes absorbed by L2",
@@ -92,10 +95,6 @@ def of_row(row, facts=None) -> dict:
     """check() of a result row (live or recorded, old rows included): footprint from the op
     registry, time = the shorter of kernel and event time, L2 size and copy peak from `facts` (a
     device's ceilings, labkit.ceilings) or the row, the datasheet bandwidth from the row or the GPU's name."""
-    from .device import spec
-    from .errors import LabkitError
-    from .registry import get_op
-
     facts = facts or {}
     empty = {"dram_guard": None, "dram_gbps": None, "dram_note": None}
     if row.get("status", "ok") != "ok":

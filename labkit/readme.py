@@ -10,13 +10,22 @@ driver, date and commit its rows come from; and the result row's fields, from th
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
+from .benchmarks.zoo import goal_table
+from .cache_states import names
+from .ceilings import in_force
+from .clocks.relations import RELATIONS, label, verdicts
+from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
+from .records import load_rows
 from .schema import FIELDS, GROUPS
+from .sweeps import zoo_sweeps
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -34,8 +43,6 @@ def _json(path: Path):
 
 
 def _rows(path: Path) -> list:
-    from .records import load_rows
-
     return load_rows(path) if path.exists() else []
 
 
@@ -77,9 +84,6 @@ def _table(head, rows) -> str:
 def block_ceilings(root, args) -> str:
     """Per GPU, the entry in force (labkit.ceilings.in_force: the newest measured outside a profiler)
     and how many entries its device.json holds; the event overhead of every cache state it measured."""
-    from .cache_states import names
-    from .ceilings import in_force
-
     found = []
     for d in _gpus(root):
         entries = list(((_json(d / "device.json") or {}).get("devices") or {}).values())
@@ -175,9 +179,6 @@ def block_access_width(root, args) -> str:
 
 
 def block_zoo(root, args) -> str:
-    from .benchmarks.zoo import goal_table
-    from .sweeps import zoo_sweeps
-
     parts = []
     for d in _gpus(root):
         files = [d / f"{s.name}.jsonl" for s in zoo_sweeps() if (d / f"{s.name}.jsonl").exists()]
@@ -221,8 +222,6 @@ def block_reconcile(root, args) -> str:
     """Per GPU (results/<gpu>/reconcile.json, labkit.clocks): the medians, one row per clock and one
     column per configuration; each relation's a/b - 1 and verdict per configuration; the reasons,
     once per relation."""
-    from .clocks.relations import RELATIONS, label, verdicts
-
     parts = []
     for d in _gpus(root):
         recs = (_json(d / "reconcile.json") or {}).get("configs", [])
@@ -245,9 +244,26 @@ def block_reconcile(root, args) -> str:
     return ("\n\n".join(parts) or "_no reconcile.json under results/ yet_") + "\n"
 
 
+def block_layout(root, args) -> str:
+    """README's Layout of labkit/, from labkit/layers.py: each floor with what it holds and its modules
+    (a note where the name does not say it), and how many imports sit inside functions, and why."""
+    lazy = [reason for targets in LAZY.values() for reason in targets.values()]
+    why = "; ".join(f"{r}: {lazy.count(r)}" for r in REASONS if r in lazy)
+    lines = [f"- `labkit/` on {len(FLOORS)} floors, lowest first, declared in `labkit/layers.py`: a module imports only "
+             "from its own floor or those below it, at module level or inside a function, and no chain of imports "
+             "comes back to its start (`tests/test_layers_cpu.py`). Imports sit at the top of a module; those inside "
+             f"functions are listed there with their reason, {len(lazy)} module/package pairs ({why})."]
+    for name, purpose, modules in FLOORS:
+        mods = ", ".join(f"`{m}`" + (f" ({note})" if note else "") for m, note in modules.items())
+        lines.append(f"  - **{name}** ({purpose}): {mods};")
+    lines[-1] = lines[-1][:-1] + "."
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent=" " * (4 if line.startswith("  ") else 2),
+                                   break_on_hyphens=False, break_long_words=False) for line in lines) + "\n"
+
+
 BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
-          "reconcile": block_reconcile, "fields": block_fields}
+          "reconcile": block_reconcile, "fields": block_fields, "layout": block_layout}
 
 
 def render(text: str, root=None) -> str:
@@ -269,8 +285,6 @@ def main(argv=None) -> int:
     new = render(old)
     if a.check:
         if new != old:
-            import difflib
-
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "rendered"))
             return 1
         return 0

@@ -18,11 +18,15 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 import warnings
 from pathlib import Path
 
-from . import schema
+from filelock import FileLock, Timeout
+
+from . import device, schema
+from .energy import per_launch
 from .errors import ConfigError, LabkitError
 from .paths import not_private, write_atomic
 
@@ -85,8 +89,6 @@ class ResultLog:
         what another writer added before, not a view from when this log was opened."""
         if self.path is None or self._lock is not None:
             return self
-        from filelock import FileLock, Timeout
-
         lk = FileLock(str(self.path) + ".lock")
         try:
             lk.acquire(timeout=0)
@@ -122,10 +124,8 @@ class ResultLog:
         self.lock()
         if not self.rows:
             return list(configs), []
-        from .device import commit, visible_gpus
-
-        gpus = set(gpus or [g["name"] for g in visible_gpus()])
-        c = commit()
+        gpus = set(gpus or [g["name"] for g in device.visible_gpus()])
+        c = device.commit()
         by_key: dict = {}
         for r in self.rows:
             by_key.setdefault(schema.key(r), []).append(r)
@@ -190,8 +190,6 @@ def _open_file(path: Path, flags: int) -> int:
 def _write_error(path: Path, e: OSError, then: str) -> LabkitError:
     """A failed write as a clear error: the file, why, the free space when the disk is full, and what
     was kept."""
-    import shutil
-
     why = e.strerror or str(e)
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         try:
@@ -207,8 +205,6 @@ def load_rows(path: str | Path, follow: bool = True) -> list:
     wrong-typed field, is skipped with a warning naming the file and line. A path that is not a
     readable regular file (a folder, a FIFO, a link loop, no permission; a link unless `follow`) is
     a LabkitError."""
-    from .energy import per_launch
-
     return [_loop_energy(r, per_launch) for r in _load(Path(path), follow)]
 
 

@@ -9,7 +9,10 @@ import re
 import shutil
 from pathlib import Path
 
-from .errors import ToolMissingError
+from .build import NVCC_FLAGS, build_key, check_arch, generated, parse_compile_error
+from .errors import ConfigError, ToolMissingError
+from .paths import KERNELS_DIR, cache_root
+from .registry import family_exports, get_op
 from .toolkit import failed, run, tool
 
 _LDST = re.compile(r"\b(LDG|STG)\.E(?P<mods>(?:\.[A-Z0-9_]+)*)")
@@ -24,9 +27,6 @@ MEMORY = frozenset(MEM_KINDS + ("LDL", "STL", "LD", "ST", "RED", "ATOM", "ATOMG"
 
 
 def compile_cubin(source: Path, arch: str, out: Path) -> Path:
-    from .build import NVCC_FLAGS, parse_compile_error
-    from .paths import KERNELS_DIR
-
     cmd = [tool("nvcc"), *NVCC_FLAGS, f"-arch=sm_{arch}", "-cubin", "-I", str(KERNELS_DIR), "-o", str(out), str(source)]
     r = run(cmd, "nvcc", what=f"nvcc (compiling {source.name} for sm_{arch})")
     if r.returncode != 0:
@@ -214,9 +214,6 @@ def find_kernel(funcs: dict, kernel: str) -> dict:
 def cubin(source, arch: str = "90", deps=()) -> Path:
     """The cubin of a .cu file for sm_<arch>, compiled once per content (kept in the build cache,
     named by a hash of the source, `deps`, the shared headers and the flags)."""
-    from .build import NVCC_FLAGS, build_key, check_arch
-    from .paths import cache_root
-
     arch = check_arch(arch)
     source = Path(source)
     key = build_key([source], [*NVCC_FLAGS, arch, "cubin"], deps)
@@ -232,10 +229,6 @@ def cubin(source, arch: str = "90", deps=()) -> Path:
 def family_cubin(family: str, arch: str = "90") -> Path:
     """The cubin of a kernel family with its generated export table (every shipped variant's
     kernels instantiated)."""
-    from .build import generated
-    from .paths import KERNELS_DIR
-    from .registry import family_exports
-
     return cubin(generated(family, family_exports(family)), arch, deps=[KERNELS_DIR / family])
 
 
@@ -248,8 +241,6 @@ def report(op_name: str, arch: str = "90"):
     """Per variant of an op: kernel, registers per thread, widest global load/store (bits), local
     memory bytes (spills). Needs nvcc and cuobjdump, not a GPU."""
     import pandas as pd
-
-    from .registry import get_op
 
     op = get_op(op_name)
     rows = []
@@ -267,32 +258,8 @@ def report(op_name: str, arch: str = "90"):
 def variant_kernel(op, v, arch: str = "90") -> dict:
     """The variant's kernel in its cubin (find_kernel's dict). Raises ConfigError for the torch
     baseline (no kernel of labkit's) and for a variant with no kernel name."""
-    from .errors import ConfigError
-
     if v.is_torch:
         raise ConfigError(f"{op.name} torch is torch's own kernel: labkit has no SASS of it; pick a labkit variant")
     if not v.kernel:
         raise ConfigError(f"{op.name} {v.name} names no kernel (Variant.kernel), so its SASS cannot be found")
     return find_kernel(functions(variant_cubin(op, v, arch)), v.kernel)
-
-
-# The machine-code diff lives in sass_diff.py (this file stays the reader); these are its faces.
-def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict:
-    """Two variants' SASS aligned (memory instructions first): see labkit.sass_diff.diff."""
-    from .sass_diff import diff as _diff
-
-    return _diff(op, a, b, arch, dtype)
-
-
-def diff_text(op, a: str, b: str, arch: str = "90", dtype: str | None = None, width: int = 56) -> str:
-    """`labkit sass OP --diff A B`: counts side by side, then the aligned listing."""
-    from .sass_diff import diff_text as _text
-
-    return _text(op, a, b, arch, dtype, width)
-
-
-def diff_html(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> str:
-    """The diff as an HTML table (explorer, notebooks)."""
-    from .sass_diff import diff_html as _html
-
-    return _html(op, a, b, arch, dtype)

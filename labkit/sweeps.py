@@ -6,7 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import ConfigError
+from . import device
+from .config import plan
+from .errors import ConfigError, NoGPUError
+from .paths import gpu_slug, results_dir
+from .registry import ops
+from .spec import suggest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -21,8 +26,6 @@ class Sweep:
     description: str = ""
 
     def configs(self, rule=None) -> list:
-        from .config import plan
-
         variants = self.variants if isinstance(self.variants, str) else list(self.variants)
         return plan(self.op, variants, self.dtype, list(self.shapes) or None, self.modes, rule=rule,
                     axes=self.axes or None)
@@ -31,8 +34,6 @@ class Sweep:
 def zoo_sweeps() -> list:
     """One sweep per kernel-zoo op (Op.group "zoo", CATALOG §3-§5), named after it: every variant +
     torch at its default shapes. The recording's zoo stage runs them; the seed ops' sweeps are named below."""
-    from .registry import ops
-
     return [Sweep(name=name.replace("_", "-"), op=name, description=f"{op.title}: every variant + torch at its default shapes")
             for name, op in ops().items() if op.group == "zoo"]
 
@@ -53,8 +54,6 @@ SWEEPS = {s.name: s for s in [
 
 
 def get_sweep(name: str) -> Sweep:
-    from .spec import suggest
-
     if name not in SWEEPS:
         raise ConfigError(f"unknown sweep {name!r}; sweeps are {', '.join(SWEEPS)}{suggest(name, SWEEPS)}")
     return SWEEPS[name]
@@ -62,11 +61,7 @@ def get_sweep(name: str) -> Sweep:
 
 def default_out(sweep_name: str) -> Path:
     """results/<gpu-slug>/<sweep>.jsonl for the first GPU of this run."""
-    from .device import NO_GPU, visible_gpus
-    from .errors import NoGPUError
-    from .paths import gpu_slug, results_dir
-
-    gpus = visible_gpus()
+    gpus = device.visible_gpus()
     if not gpus:
-        raise NoGPUError(NO_GPU)
+        raise NoGPUError(device.NO_GPU)
     return results_dir() / gpu_slug(gpus[0]["name"]) / f"{sweep_name}.jsonl"

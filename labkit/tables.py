@@ -6,6 +6,7 @@ kernel time by more than the device's event overhead (labkit.runner.host_bound),
 whose byte model implies more than the DRAM datasheet allows, with the physics guard's reason (labkit.guard)."""
 from __future__ import annotations
 
+from .records import to_frame
 from .registry import get_op, ops
 from .schema import FIELDS, shown
 from .timing import is_time
@@ -90,8 +91,6 @@ def seed_table(rows, op=None) -> str:
 
 def pivot(rows, index="shape", columns="variant", value="gbps"):
     """E.g. seed 001's table as a DataFrame: sizes down, access widths across, GB/s in the cells."""
-    from .records import to_frame
-
     df = to_frame(rows)
     df = df[df["status"] == "ok"]
     if "time_us" in df:  # every value pivoted is a time or derived from one

@@ -22,8 +22,11 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 
+from . import device, dtypes
 from .cache_states import check, names
-from .errors import LabkitError
+from .errors import LabkitError, ToolMissingError
+from .paths import gpu_slug, results_dir
+from .registry import get_op
 from .schema import split_variant, variant_label
 from .verdicts import SAMPLES, vs_torch_text
 
@@ -70,10 +73,8 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     picks the headline time; the other states are shown. Recorded mode is used without a GPU; `gpu`
     picks a recorded GPU (slug or name) when several are recorded. `ncu=False` skips Nsight Compute;
     `rule` sets a live run's StopRule as in labkit.bench (e.g. budget_s=0.3)."""
-    from . import dtypes
     from .config import make_rule
     from .hints import hints
-    from .registry import get_op
 
     check(mode)
     rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
@@ -108,9 +109,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
 # ---- sources of rows and device facts -------------------------------------------------------------
 def _has_gpu() -> bool:
     try:
-        from .device import has_gpu
-
-        return has_gpu()
+        return device.has_gpu()
     except Exception:  # no torch CUDA build, no driver: recorded mode
         return False
 
@@ -118,7 +117,6 @@ def _has_gpu() -> bool:
 def _live(o, v, axes, shape, variant_s, rule):
     from .ceilings import device_facts
     from .config import plan
-    from .device import properties
     from .records import ResultLog
     from .session import run
 
@@ -130,7 +128,7 @@ def _live(o, v, axes, shape, variant_s, rule):
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}
     if not rows:
         raise LabkitError(f"the run returned no row for {o.name} {variant_s} {shape_s}")
-    return rows, device_facts() or {}, shape_s, properties()["arch"]
+    return rows, device_facts() or {}, shape_s, device.properties()["arch"]
 
 
 def _recorded(o, v, variant_s, shape, gpu, notes):
@@ -249,7 +247,6 @@ def _ncu(o, v, variant_s, shape_s, run_it: bool, dev: dict, notes: list) -> dict
     cmd = f"labkit profile {o.name} -v {variant_s} -d {v.dtype} -s {shape_s} --ncu"
     df, where = None, None
     if run_it:
-        from .errors import ToolMissingError
         from .nsight import ncu_metrics
 
         try:
@@ -260,7 +257,6 @@ def _ncu(o, v, variant_s, shape_s, run_it: bool, dev: dict, notes: list) -> dict
             notes.append(f"ncu could not measure: {e}")
     else:
         from .nsight import recorded_ncu
-        from .paths import gpu_slug, results_dir
 
         slug = gpu_slug(dev.get("gpu") or "")
         folder = results_dir() / slug / "nsight"

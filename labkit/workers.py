@@ -19,10 +19,14 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import socket
+import subprocess
+import sys
 import threading
+from multiprocessing.connection import Connection
 
 from .device import resolve_gpus
-from .errors import LabkitError
+from .errors import ConfigError, LabkitError
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
 PHASE_TIMEOUT_S = 120     # any other phase of one configuration (a hung kernel is killed after this)
@@ -38,11 +42,6 @@ class Worker:
 
     def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
-        import socket
-        import subprocess
-        import sys
-        from multiprocessing.connection import Connection
-
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
         env = dict(os.environ, **self.env)
         if gpu is not None:
@@ -236,8 +235,6 @@ class WorkerPool:
         if kind == "row":
             return msg[1]
         if kind == "config_error":
-            from .errors import ConfigError
-
             raise ConfigError(msg[1])
         if kind == "lost":
             w.proc.wait(10)

@@ -2,7 +2,7 @@
 and the machine-code diff (nvcc + cuobjdump, no GPU)."""
 import pytest
 
-from labkit import sass
+from labkit import sass, sass_diff
 from labkit.errors import ConfigError, ToolMissingError
 from labkit.paths import KERNELS_DIR
 from labkit.registry import get_op, ops
@@ -135,7 +135,7 @@ def test_align_anchors_memory_instructions():
 
 @needs_tools
 def test_diff_add_f16x8_vs_pack():
-    d = sass.diff("add", "f16x8", "f16x8_pack", arch="90")
+    d = sass_diff.diff("add", "f16x8", "f16x8_pack", arch="90")
     a, b = d["a"], d["b"]
     # the vector path: 4 x 32-bit per input vs 1 x 128-bit; the scalar edge path: 16-bit in both
     assert a["LDG"] == {16: 2, 32: 8} and b["LDG"] == {16: 2, 128: 2}
@@ -149,17 +149,17 @@ def test_diff_add_f16x8_vs_pack():
 
 @needs_tools
 def test_diff_text_and_html():
-    t = sass.diff_text("add", "f16x8", "f16x8_pack", arch="90")
+    t = sass_diff.diff_text("add", "f16x8", "f16x8_pack", arch="90")
     assert t.splitlines()[0].startswith("add: f16x8 vs f16x8_pack, sm_90")
     assert "8 x 32-bit, 2 x 16-bit" in t and "2 x 128-bit, 2 x 16-bit" in t
     assert any("LDG.E.CONSTANT" in line and "|" in line and "LDG.E.128.CONSTANT" in line for line in t.splitlines())
-    h = sass.diff_html("add", "f16x8", "f16x8_pack", arch="90")
+    h = sass_diff.diff_html("add", "f16x8", "f16x8_pack", arch="90")
     assert h.count("<table") == 2 and "<b>LDG.E.128.CONSTANT" in h and "background:#fdecea" in h
 
 
 @needs_tools
 def test_diff_errors():
     with pytest.raises(ConfigError, match="torch's own kernel"):
-        sass.diff("add", "torch", "f16x8_pack")
+        sass_diff.diff("add", "torch", "f16x8_pack")
     with pytest.raises(ConfigError, match="no variant 'f16x9'"):
-        sass.diff("add", "f16x9", "f16x8_pack")
+        sass_diff.diff("add", "f16x9", "f16x8_pack")

@@ -20,6 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+from labkit import build, device
+from labkit.config import resolve
+from labkit.device import provenance
+from labkit.registry import family_exports, get_op, ops
+from labkit.runner import ContextLost, Runner
+
 PER_VARIANT = 96          # cases per variant: 68 shipped variants -> 6528 configurations
 MAX_BYTES = 48 << 20      # bytes_moved of one configuration (H100: ~2 ms a configuration at 32 MiB)
 MAX_FLOPS = 2e8           # and flops, for the compute-bound ops (sgemm)
@@ -89,16 +95,9 @@ def cases(ops, seed: int, per_variant: int = PER_VARIANT) -> list:
 
 def run(selected, seed: int, per_variant: int = PER_VARIANT, prebuild: bool = True, progress=print) -> dict:
     """Run the cases; returns the summary (the JSON written by --out)."""
-    from labkit.config import resolve
-    from labkit.device import provenance
-    from labkit.runner import ContextLost, Runner
-
     t0 = time.perf_counter()
     if prebuild:  # every family library at once, in parallel (the run itself then only loads them)
-        from labkit.build import build_all
-        from labkit.registry import family_exports
-
-        build_all({o.source: family_exports(o.source) for o in selected})
+        build.build_all({o.source: family_exports(o.source) for o in selected})
     build_s = time.perf_counter() - t0
     runner = Runner(peak=False, kernel_time=False)
     todo = cases(selected, seed, per_variant)
@@ -140,10 +139,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--ops", help="comma-separated ops (default: all)")
     ap.add_argument("--out", help="write the JSON summary here")
     a = ap.parse_args(argv)
-    from labkit.device import require_gpu
-    from labkit.registry import get_op, ops
-
-    require_gpu()
+    device.require_gpu()
     if a.per_variant < 1:
         ap.error("--per-variant must be >= 1")
     selected = [get_op(n) for n in a.ops.split(",")] if a.ops else list(ops().values())

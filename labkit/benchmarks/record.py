@@ -19,6 +19,8 @@ import tarfile
 import time
 from pathlib import Path
 
+from labkit import device
+from labkit.paths import results_dir
 from labkit.sweeps import zoo_sweeps
 
 PY = sys.executable
@@ -100,18 +102,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from labkit.device import properties, provenance
-    from labkit.paths import results_dir
-
     ap = parser()
     a = ap.parse_args(argv)
     todo = plan(a, ap)
     t_end = time.monotonic() + a.deadline
     logs = Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
-    res = results_dir() / properties()["slug"]
+    res = results_dir() / device.properties()["slug"]
     res.mkdir(parents=True, exist_ok=True)
-    done = {"stages": [], **provenance()}
+    done = {"stages": [], **device.provenance()}
     for name, cmd, need in todo:
         left = t_end - time.monotonic()
         if left < need:

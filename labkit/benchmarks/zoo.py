@@ -5,16 +5,21 @@ peak and time ratio to torch. Writes the rows and prints the table.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from labkit import session
+from labkit.config import make_rule, plan
+from labkit.device import provenance
+from labkit.ops.sgemm import torch_tf32
+from labkit.records import ResultLog, load_rows
+from labkit.registry import get_op, ops
+from labkit.sweeps import SWEEPS
+from labkit.timing import measure
 
 MEMORY_GOAL_PCT, GEMM_GOAL = 92.0, 0.85
 
 
 def main(argv=None):
-    from labkit.config import make_rule, plan
-    from labkit.records import ResultLog
-    from labkit.registry import get_op, ops
-    from labkit.session import run
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out")
     ap.add_argument("--ops", nargs="*")
@@ -33,7 +38,7 @@ def main(argv=None):
         # its "goal" preset (sgemm: 4096^3), else the default shape moving the most bytes
         shape = (op.shape_presets.get("goal")
                  or [max(op.default_shapes, key=lambda s: op.cost.bytes_moved(s, op.dtypes[0]))])[0]
-        run(plan(op, "all", None, [shape], ("cold",), rule=rule), log, title=f"zoo {name}")
+        session.run(plan(op, "all", None, [shape], ("cold",), rule=rule), log, title=f"zoo {name}")
         for dtype in op.dtypes:
             rows = [r for r in log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
             ok = [r for r in rows if r["status"] == "ok" and r["variant"] != "torch"]
@@ -55,12 +60,6 @@ def main(argv=None):
 def goal_table(folder) -> str:
     """Per op and dtype, over every default shape moving >= 256 MiB in the zoo sweep files: the best
     variant's lowest % of copy peak and highest time ratio to torch, and the shapes that miss."""
-    from pathlib import Path
-
-    from labkit.records import load_rows
-    from labkit.registry import get_op
-    from labkit.sweeps import SWEEPS
-
     lines = ["| op | dtype | shapes | best variant(s) | lowest % peak | highest x torch | goal | misses |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for sweep in SWEEPS.values():
@@ -87,15 +86,10 @@ def _tf32_row(log, rule) -> str:
     """cuBLAS with TF32 at 4096^3: timed only (TF32 inputs fail the f32 tolerance by design)."""
     import torch
 
-    from labkit.ops.sgemm import torch_tf32
-    from labkit.timing import measure
-
     n = 4096
     a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
     c = torch.empty(n, n, device="cuda")
     m = measure(lambda: torch_tf32([a, b], [c]), "cold", rule)
-    from labkit.device import provenance
-
     row = {"op": "sgemm", "variant": "torch_tf32", "dtype": "f32", "shape": f"{n}x{n}x{n}", "mode": "cold",
            "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12,
            **provenance()}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..roofline import ceilings as measured_then_spec, trace_data
 from ..schema import base_variant
 
 POOL = 24          # line slots per subplot (variants + torch + pins + ceilings); unused slots are hidden
@@ -64,8 +65,6 @@ def complete_facts(facts: dict, rows) -> dict:
 def ceilings(facts: dict) -> dict:
     """{'dram' | 'l2' | 'fma': (value, label)} in GB/s and TFLOP/s from labkit.roofline.ceilings:
     the measured ceiling where there is one, else the datasheet's, said so in the label."""
-    from ..roofline import ceilings as measured_then_spec
-
     out: dict = {}
     for c in measured_then_spec(facts):
         key = "fma" if c["kind"] == "compute" else "l2" if c["name"].startswith("L2") else "dram"
@@ -173,8 +172,6 @@ def roofline(lines, facts: dict, legend: bool, names: list) -> list:
     """Specs of a log-log roofline from labkit.roofline.trace_data: a point per row of each line
     (TFLOP/s vs flop/byte, by kernel time where recorded) and the ceilings as lines (measured
     dotted, datasheet dash-dotted)."""
-    from ..roofline import trace_data
-
     tagged = [dict(r, _line=label) for label, _, _, rs in lines for r in rs]
     d = trace_data(tagged, facts, label="_line")
     style = {label: (v, dash) for label, v, dash, _ in lines}

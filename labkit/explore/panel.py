@@ -15,6 +15,8 @@ from pathlib import Path
 
 import ipywidgets as W
 
+import labkit
+
 from ..errors import LabkitError
 from ..ranges import nvtx_range
 from ..records import to_frame, write_file
@@ -190,8 +192,6 @@ class Explorer:
     def inline(self, op: str, name: str, source: str, kernel: str, dtype: str, width: int = 1, block: int = 256):
         """labkit.inline, with the outcome in the panel: on success the new variant is selected (rows
         of an earlier kernel with that name are dropped); a compile error shows and is raised again."""
-        import labkit
-
         try:
             v = labkit.inline(op, name, source, kernel, dtype, width, block)
         except LabkitError as e:

@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 from html import escape
 
+from .. import device, recorded, session, workers
+from ..ceilings import in_force
 from ..config import make_rule
 from ..device import spec
+from ..guard import of_row
 from ..paths import gpu_slug, results_dir
+from ..recorded import banner_html, rows
+from ..records import ResultLog
 from ..schema import key, newest, split_variant
+from .choices import modes
 
 # interactive: a looser noise target and a short budget per configuration than a sweep's
 INTERACTIVE_RULE = dict(noise_target=0.01, min_samples=10, max_samples=500, min_time_s=0.01, budget_s=0.25)
@@ -25,8 +31,6 @@ INTERACTIVE_RULE = dict(noise_target=0.01, min_samples=10, max_samples=500, min_
 def read_facts(root, gpu: str) -> dict:
     """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it; the
     entry in force), with the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
-    from ..ceilings import in_force
-
     try:
         devices = json.loads((results_dir(root) / gpu_slug(gpu) / "device.json").read_text()).get("devices", {})
     except (OSError, ValueError):
@@ -50,11 +54,8 @@ class LiveSource:
     @property
     def ex(self):
         if self._ex is None:
-            from ..device import visible_gpus
-            from ..workers import pool
-
-            gpus = visible_gpus()
-            self._ex = pool([gpus[0]["index"]] if gpus else None, **({"energy": True} if self.energy else {}))
+            gpus = device.visible_gpus()
+            self._ex = workers.pool([gpus[0]["index"]] if gpus else None, **({"energy": True} if self.energy else {}))
         return self._ex
 
     def _identities(self) -> list:
@@ -70,15 +71,12 @@ class LiveSource:
 
     def measure(self, configs: list, on_row, title: str) -> None:
         """Run `configs` (torch baseline first in each group); on_row(record) as each arrives."""
-        from ..records import ResultLog
-        from ..session import run
-
         class Feed(ResultLog):  # the run loop's log, kept in memory, passing rows on as they come
             def append(self, rec):
                 super().append(rec)
                 on_row(rec)
 
-        run(configs, Feed(), ex=self.ex, title=title, progress=False)
+        session.run(configs, Feed(), ex=self.ex, title=title, progress=False)
 
     def modes(self, op: str, dtype: str) -> None:
         return None  # live: every mode can be measured
@@ -108,15 +106,11 @@ class RecordedSource:
         self.index: dict = {}
         self._facts: dict = {}
         if frame is not None:
-            from ..recorded import rows
-
             for r in newest(rows(frame)):  # the newest row per configuration and GPU
                 self.index.setdefault(key(r), []).append(r)
 
     @classmethod
     def load(cls, root=None, gpus=None):
-        from .. import recorded
-
         try:
             return cls(recorded.load(root, gpus=gpus), root=root)
         except recorded.NoRecordedData as e:
@@ -130,13 +124,9 @@ class RecordedSource:
             return ("<div class='lk-recorded' style='border-left:4px solid #dc2626;padding:4px 8px'>"
                     f"<b>Recorded mode, but no recorded data</b> (no GPU on this machine): {escape(self.error or '')}"
                     "</div>")
-        from ..recorded import banner_html
-
         return banner_html(self.frame)
 
     def measure(self, configs: list, on_row, title: str) -> None:
-        from ..guard import of_row
-
         for cfg in configs:
             for r in self.index.get(cfg.key, ()):
                 if "dram_note" not in r:  # the physics guard, for rows recorded before it too
@@ -145,8 +135,6 @@ class RecordedSource:
 
     def modes(self, op: str, dtype: str) -> list:
         """The cache modes recorded for op and dtype, in the registry's order (labkit.cache_states)."""
-        from .choices import modes
-
         found, order = {k[4] for k in self.index if k[0] == op and k[2] == dtype}, modes()
         return sorted(found, key=lambda m: (order.index(m) if m in order else len(order), m))
 

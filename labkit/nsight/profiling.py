@@ -17,10 +17,11 @@ from pathlib import Path
 
 from ..config import plan
 from ..errors import LabkitError, ToolMissingError
-from ..paths import cache_root
+from ..paths import RESULTS_DIR, cache_root, results_dir
 from ..records import load_rows, to_frame
 from ..registry import ops
 from ..schema import KEY, group, split_variant
+from ..sweeps import get_sweep
 from ..toolkit import timeout_s
 from .check import check_plot, cross_check
 from .names import parse_config
@@ -70,8 +71,6 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
     if (op is None) == (sweep is None):
         raise LabkitError("profile: give an op (with variants / shapes / modes) or a sweep name, not both")
     if sweep is not None:
-        from ..sweeps import get_sweep
-
         get_sweep(sweep)
         suffix = ".jsonl"  # sweep -o appends rows to a .jsonl
         child = lambda rec, kt=False: sweep_argv(sweep, rec, budget, kernel_time=kt)  # noqa: E731
@@ -155,8 +154,6 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
 def recorded_dir(root: str | Path | None = None) -> Path | None:
     """A recorded Nsight summary: <results>/<gpu>/nsight/ (results = $LABKIT_RESULTS or the repo's),
     else the repo's results/nvidia-h200/nsight/."""
-    from ..paths import RESULTS_DIR, results_dir
-
     for base in (results_dir(root), RESULTS_DIR):
         hits = sorted(Path(base).glob("*/nsight"))
         if hits:

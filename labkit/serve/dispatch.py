@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ConfigError, LabkitError
 from ..remote import INBOX, PLACES, decode
+from ..workers import failure_row
 from .queue import FairQueue, Request
 
 PUBLISH_S = 0.5   # places and expected waits are published at most this often
@@ -123,8 +124,6 @@ class Dispatcher:
 
     # ---- inline kernels are built before they queue --------------------------------------------------------
     def _build(self, req: Request) -> None:
-        from ..workers import failure_row
-
         t0, failed = time.monotonic(), {}
         for cfg in req.configs:
             if cfg.variant.is_inline and cfg.variant not in failed:
@@ -162,8 +161,6 @@ class Dispatcher:
                 threading.Thread(target=self._serve, args=(req,), name=f"labkit-request-{req.id}", daemon=True).start()
 
     def _serve(self, req: Request) -> None:
-        from ..workers import failure_row
-
         q = self._reply(req.reply)
 
         def send(row):
