@@ -11,7 +11,11 @@ Each group of configurations (a torch baseline and the variants compared with it
 ratios come from one GPU, with the same guarantees as labkit's own worker processes:
 
 * rows stream back per configuration through a distributed.Queue (live progress; Ctrl-C keeps every
-  row measured so far and cancels the rest, and the next run gets only its own rows);
+  row measured so far and stops the rest, and the next run gets only its own rows);
+* a run's objects on the scheduler (its queue, its stop event, one retry marker per task) and its
+  futures are released when its last task has ended, however the run ended (done, an error, Ctrl-C:
+  then in the background, once the running tasks have finished their configuration), so a
+  long-running scheduler (`labkit serve`) holds nothing per run;
 * each configuration announces itself and its phases, so a hung one is timed out (its worker is
   restarted) and a worker that dies is known to have died in that configuration;
 * a configuration that killed its worker is never run again, even where the scheduler retries tasks
@@ -21,6 +25,7 @@ ratios come from one GPU, with the same guarantees as labkit's own worker proces
 """
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 import uuid
@@ -34,6 +39,17 @@ from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, START_TIMEOUT_S, Worker
 
 _state: dict = {}  # per worker process: the runner and the NVTX scope
 POLL_S = 0.05
+CLOSE_WAIT_S = 10.0  # how long close() waits for interrupted runs' tasks to finish their configuration
+
+
+def _forget(run_id: str, events: list, dask_scheduler=None) -> None:
+    """On the scheduler: drop run `run_id`'s queue (whatever handles a killed task left open) and
+    its events."""
+    queues, ev = dask_scheduler.extensions["queues"], dask_scheduler.extensions["events"]
+    while run_id in queues.queues:
+        queues.release(name=run_id)
+    for name in events:
+        ev.event_clear(name=name)
 
 
 def _run_group(title, configs, spec, run_id, task_id):
@@ -42,11 +58,26 @@ def _run_group(title, configs, spec, run_id, task_id):
     from distributed import Event, Queue, get_client, get_worker
 
     client, addr = get_client(), get_worker().address
+    stop = Event(f"{run_id}-stop", client=client)
+    if stop.is_set():  # the run ended before this task started: it makes nothing on the scheduler
+        return {"end": "stopped"}
     first = Event(f"{run_id}-{task_id}", client=client)
     if first.is_set():  # a retry of an attempt that died: its configuration must not run again
         return {"end": "retried"}
     first.set()
-    q, stop = Queue(run_id, client=client), Event(f"{run_id}-stop", client=client)
+    q = Queue(run_id, client=client)
+    try:
+        return _stream(title, configs, spec, task_id, q, stop, addr)
+    finally:
+        q.close()  # this task's handle (the run's owner drops the queue at its end in any case)
+
+
+def _stream(title, configs, spec, task_id, q, stop, addr):
+    """_run_group's configurations, each announced and its row put on the run's queue `q`."""
+    from .runner import ContextLost
+    from .session import Scope
+    from .worker_child import resolve
+
     if "runner" not in _state:
         _state["runner"] = resolve(spec[0])(**spec[1])
         _state["scope"] = Scope()
@@ -106,6 +137,7 @@ class DaskExecutor:
         self.phase_timeout_s = phase_timeout_s
         self._own = None
         self._kept: list = []  # rows that arrived with a Ctrl-C, for the caller's log (take_rows)
+        self._settling: list = []  # threads releasing interrupted runs once their tasks have ended
         if cluster == "local-cuda":
             self._own = LocalProcesses("cuda", gpus=gpus)
             self.client = self._own.client
@@ -126,14 +158,16 @@ class DaskExecutor:
 
     def run_all(self, title, groups):
         """Yield rows as they are measured, over every worker of the cluster."""
-        from distributed import Event, Queue
+        from distributed import Queue
 
         run_id = f"labkit-{uuid.uuid4().hex[:12]}"
         q = Queue(run_id, client=self.client)
         tasks: dict = {}
+        tids: list = []  # every task of the run, for its retry marker
 
         def submit(g):
             tid = uuid.uuid4().hex[:12]
+            tids.append(tid)
             tasks[tid] = _Task(self.client.submit(_run_group, title, g, self.spec, run_id, tid, pure=False), g)
 
         for g in groups:
@@ -155,11 +189,46 @@ class DaskExecutor:
                 if not got:
                     time.sleep(POLL_S)
         except KeyboardInterrupt:
-            Event(f"{run_id}-stop", client=self.client).set()
             self._kept = [i["row"] for i in q.get(batch=True) if i["kind"] == "row"]
             raise
         finally:
-            self.client.cancel([t.future for t in tasks.values()])
+            self._end(run_id, q, tids, [t.future for t in tasks.values()])
+
+    def _end(self, run_id, q, tids, left) -> None:
+        """The run ended: release its objects on the scheduler and its futures. Tasks still queued or
+        running (Ctrl-C, an error, a caller that stopped reading) are told to stop (queued ones return
+        at once, running ones after their configuration) and released in the background when they have."""
+        from distributed import Event
+
+        if not left:
+            self._release(run_id, q, tids, [])
+            return
+        Event(f"{run_id}-stop", client=self.client).set()
+        th = threading.Thread(target=self._release, args=(run_id, q, tids, left), name=f"{run_id}-release",
+                              daemon=True)
+        self._settling = [t for t in self._settling if t.is_alive()] + [th]
+        th.start()
+
+    def _release(self, run_id, q, tids, left) -> None:
+        from distributed import Event, wait
+
+        try:
+            if left:
+                try:
+                    wait(left, timeout=COMPILE_TIMEOUT_S)
+                except TimeoutError:  # a hung configuration: its queue handle stays with it
+                    self.client.cancel(left)
+                for f in left:
+                    f.release()
+            q.close()
+            events = [f"{run_id}-{tid}" for tid in tids] + [f"{run_id}-stop"]
+            try:
+                self.client.run_on_scheduler(_forget, run_id, events)
+            except Exception:  # noqa: BLE001 - a scheduler without labkit: what the public API can do
+                for name in events:
+                    Event(name, client=self.client).clear()
+        except Exception:  # noqa: BLE001 - the client closed meanwhile: the scheduler went with it, or keeps a few names
+            pass
 
     def _item(self, item, tasks):
         t = tasks.get(item["task"])
@@ -185,6 +254,7 @@ class DaskExecutor:
             res, err = t.future.result(), None
         except Exception as e:  # noqa: BLE001 - KilledWorker, a closed connection: the process died
             res, err = {"end": "died"}, e
+        t.future.release()
         end = res["end"]
         if end == "lost":
             self._restart(res["worker"])
@@ -213,6 +283,9 @@ class DaskExecutor:
                 pass
 
     def close(self) -> None:
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for th in self._settling:  # interrupted runs: their running configurations, then their release
+            th.join(max(0.0, deadline - time.monotonic()))
         if self._own is not None:
             self._own.close()
         else:

@@ -13,8 +13,10 @@ explorer's live mode and the labs' cells measure on the box, and the rows come b
 * **Requests**: each group of configurations (a torch baseline and the variants compared with it) is
   one request, sent as plain data (no pickles) into the server's inbox, a distributed.Queue. The
   server queues requests per attendee, round-robin (labkit.serve); rows, errors and the end of each
-  request come back through this client's own Queue; its place in line and expected wait through a
-  distributed.Variable the server updates.
+  request come back through this client's own Queue (named after the Dask client: the server drops
+  it when the client is gone, closed or not); its place in line and expected wait through a
+  distributed.Variable the server updates. Queues are read without waiting on the scheduler (a get
+  that times out there is logged, traceback and all, by the scheduler).
 """
 from __future__ import annotations
 
@@ -37,9 +39,11 @@ SERVER_ENV, TOKEN_ENV, NAME_ENV = "LABKIT_SERVER", "LABKIT_TOKEN", "LABKIT_NAME"
 INBOX = "labkit-serve-inbox"        # Queue: requests and cancellations from every attendee
 INFO = "labkit-serve-info"          # Variable: {"gpus": [...], "board": url, "request_budget_s": ...}
 PLACES = "labkit-serve-places"      # Variable: {reply queue: {request: [place, expected wait s]}}
+REPLY = "labkit-reply-"             # Queue REPLY + a client's id: what comes back for that client's requests
 MIN_TOKEN = 16
 CONNECT_TIMEOUT_S = 20
-POLL_S = 0.5
+POLL_S = (0.05, 0.4)                # an empty reply queue is read again after this, doubling while it stays empty
+STATUS_S = 0.5                      # the place in line is asked for at most this often
 
 
 def check_token(token) -> str:
@@ -141,9 +145,10 @@ class ServeExecutor:
         except TimeoutError:
             self.client.close()
             raise LabkitError(f"{address} is a Dask scheduler with this token, but no labkit serve answers there") from None
-        self.reply = f"labkit-reply-{uuid.uuid4().hex[:12]}"
+        self.reply = f"{REPLY}{self.client.id}"
         self._q, self._inbox = Queue(self.reply, client=self.client), Queue(INBOX, client=self.client)
         self._places = Variable(PLACES, client=self.client)
+        self._idle_s, self._shown = POLL_S[0], (0.0, "")
 
     def gpus(self) -> list:
         return list(range(len(self.info["gpus"])))
@@ -174,22 +179,26 @@ class ServeExecutor:
                     elif item["kind"] == "error":
                         del sent[rid]
                         raise (ConfigError if item["error"] == "ConfigError" else LabkitError)(item["message"])
-                if sent:
-                    show(self._where(sent))
+                if sent and time.monotonic() - self._shown[0] >= STATUS_S:
+                    self._shown = (time.monotonic(), self._where(sent))
+                    show(self._shown[1])
         finally:
             if sent:  # Ctrl-C or an error: the server drops what has not started
                 self._inbox.put({"kind": "cancel", "client": self.client.id, "requests": list(sent)})
 
     def _receive(self) -> list:
-        try:
-            return [self._q.get(timeout=POLL_S), *self._q.get(batch=True)]
-        except TimeoutError:
-            return []
+        got = self._q.get(batch=True)
+        if got:
+            self._idle_s = POLL_S[0]
+        else:
+            time.sleep(self._idle_s)
+            self._idle_s = min(POLL_S[1], 2 * self._idle_s)
+        return got
 
     def _where(self, sent) -> str:
         """'labkit serve: 2 requests waiting; the next is 3rd in line, about 4 s' or 'running'."""
         try:
-            mine = self._places.get(timeout=POLL_S).get(self.reply, {})
+            mine = self._places.get(timeout=STATUS_S).get(self.reply, {})
         except TimeoutError:
             mine = {}
         waiting = [mine[r] for r in sent if r in mine]
@@ -200,7 +209,8 @@ class ServeExecutor:
                 f"{_ordinal(place)} in line, expected wait about {eta:.0f} s")
 
     def close(self) -> None:
-        self._q.close()
+        for q in (self._q, self._inbox):
+            q.close()
         self.client.close()
 
 

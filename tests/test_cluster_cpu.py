@@ -10,6 +10,7 @@ from labkit.records import ResultLog  # noqa: E402
 from labkit.session import run  # noqa: E402
 from labkit.workers import WorkerPool  # noqa: E402
 
+from dask_state import leftovers  # noqa: E402
 from fake_runner import configs  # noqa: E402
 
 RUNNER = "fake_runner:FakeRunner"
@@ -23,6 +24,20 @@ def cluster():
         c = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
         yield c
         c.close()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_on_the_scheduler(request):
+    """However a test's runs ended (rows, a killed worker, a lost context, a timeout, a Python error,
+    Ctrl-C), the scheduler keeps no queue, event, variable or task of theirs."""
+    yield
+    if "cluster" in request.fixturenames:
+        with distributed.Client(request.getfixturevalue("cluster")) as c:
+            assert leftovers(c) == {}
+
+
+def _interrupt(*_):
+    raise KeyboardInterrupt
 
 
 def _strip(rows):
@@ -86,6 +101,33 @@ def test_a_python_error_on_dask_is_raised_not_called_a_dead_worker(cluster):
     assert _by_variant(cluster, ["ok"])["ok"]["status"] == "ok"  # the cluster is still usable
 
 
+def test_runs_release_what_they_made_on_the_scheduler_however_they_ended(cluster):
+    """One executor kept open (as `labkit serve` keeps its own) after runs that ended with their rows,
+    a killed worker, a lost context, a Python error and Ctrl-C: no queue, event, variable or task of
+    theirs stays on the scheduler, and no future in the executor's client."""
+    import signal
+
+    from labkit.workers import WorkerError
+
+    ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
+    old = signal.signal(signal.SIGALRM, _interrupt)
+    try:
+        for names in (["ok", "slow"], ["ok", "die", "ok2"], ["ok", "lost", "ok2"]):
+            assert len(run(configs(names), ResultLog(), ex, progress=False)) == len(names)
+        with pytest.raises(WorkerError, match="not a measurement outcome"):
+            run(configs(["ok", "boom", "slower"]), ResultLog(), ex, progress=False)
+        signal.setitimer(signal.ITIMER_REAL, 1.0)  # 3 groups of two 0.6 s configurations on 2 workers
+        with pytest.raises(KeyboardInterrupt):
+            run(configs(["slower", "slower2"], shapes=[(64, 64), (128, 64), (256, 64)]), ResultLog(), ex,
+                progress=False)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        assert leftovers(ex.client) == {} and not ex.client.futures
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        ex.close()
+
+
 def test_a_crashing_configuration_is_not_retried_where_the_scheduler_retries(tmp_path):
     """Dask's default allows 3 failures per task: the configuration that killed its worker must not
     run again on the others (it killed 4 workers and gave 10 rows for 4 configurations)."""
@@ -97,6 +139,8 @@ def test_a_crashing_configuration_is_not_retried_where_the_scheduler_retries(tmp
         by = _by_variant(c, ["ok", "die", "ok2", "ok3"])
         assert len(by) == 4 and by["die"]["status"] == "error" and by["die"]["worker"] == "dead"
         assert {by[n]["status"] for n in ("ok", "ok2", "ok3")} == {"ok"}
+        with distributed.Client(c) as client:  # the retry's marker too
+            assert leftovers(client) == {}
     finally:
         c.close()
 
@@ -106,12 +150,9 @@ def test_ctrl_c_on_dask_keeps_the_rows_and_the_next_run_gets_its_own(cluster, tm
     the next run on the same executor gets exactly its own rows."""
     import signal
 
-    def interrupt(*_):
-        raise KeyboardInterrupt
-
     ex = DaskExecutor(distributed.Client(cluster), runner=RUNNER)
     log = tmp_path / "rows.jsonl"
-    old = signal.signal(signal.SIGALRM, interrupt)
+    old = signal.signal(signal.SIGALRM, _interrupt)
     try:
         signal.setitimer(signal.ITIMER_REAL, 2.0)
         with pytest.raises(KeyboardInterrupt):

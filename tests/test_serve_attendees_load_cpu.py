@@ -37,6 +37,18 @@ def server():
     s.close()
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_per_request(server):
+    """After each test's attendees have gone: no queue, event, variable or task of theirs or of their
+    requests on the box's scheduler, no future in the server's client (a workshop lasts hours)."""
+    from dask_state import leftovers
+    from labkit.remote import INBOX, INFO, PLACES
+
+    yield
+    assert leftovers(server.procs.client, queues={INBOX}, variables={INFO, PLACES}) == {}
+    assert not server.procs.client.futures
+
+
 def exercise(i: int) -> tuple:
     """Attendee i's kernel (every 7th one still has its TODO: wrong) and the configurations lab 01's
     self-check runs for it."""

@@ -190,7 +190,8 @@ class FakeEx:
 @pytest.fixture
 def dispatcher(monkeypatch):
     distributed = pytest.importorskip("distributed")
-    from labkit.remote import INFO, ServeExecutor, security
+    from dask_state import leftovers
+    from labkit.remote import INBOX, INFO, PLACES, ServeExecutor, security
     from labkit.serve.board import Board
     from labkit.serve.dispatch import Dispatcher
 
@@ -213,6 +214,8 @@ def dispatcher(monkeypatch):
             fake.release.set()
             ex.close()
             d.close()
+        # nothing per attendee or request stays on the scheduler (the inbox: while a leaver holds it)
+        assert leftovers(client, queues={INBOX}, variables={INFO, PLACES}) == {}
 
 
 @pytest.mark.timeout(120)
@@ -263,7 +266,7 @@ def test_errors_reach_the_attendee_and_a_cancelled_run_leaves_the_queue(dispatch
     while d.fq.running:
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    assert len(d.fq) == 0 and fake.ran[-1] == ["slow0"]
+    assert d.waiting() == 0 and fake.ran[-1] == ["slow0"]
     assert run(plan("add", ["f16x8"], "f16", ["1x7"]), ResultLog(), ex, progress=False)  # still usable
 
 
@@ -287,12 +290,18 @@ def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
         time.sleep(0.05)
     gone.client.close()  # the tab closes
     deadline = time.monotonic() + 20
-    while len(d.fq):
+    while d.waiting():  # queued, or still building
         assert time.monotonic() < deadline, "the leaver's waiting requests are still queued"
         time.sleep(0.1)
     fake.release.set()
     time.sleep(0.5)
     assert fake.ran[-1] == ["slow_left0"]
+    from dask_state import held
+
+    deadline = time.monotonic() + 10  # its reply queue goes with it (the row of its running request too)
+    while gone.reply in d.client.run_on_scheduler(held)["queues"]:
+        assert time.monotonic() < deadline, "the leaver's reply queue stayed on the scheduler"
+        time.sleep(0.2)
 
 
 # ---- the command, and labkit.connect routing labkit.bench --------------------------------------------------
