@@ -74,10 +74,6 @@ def _run_group(title, configs, spec, run_id, task_id):
 
 def _stream(title, configs, spec, task_id, q, stop, addr):
     """_run_group's configurations, each announced and its row put on the run's queue `q`."""
-    from .runner import ContextLost
-    from .session import Scope
-    from .worker_child import resolve
-
     if "runner" not in _state:
         _state["runner"] = resolve(spec[0])(**spec[1])
         _state["scope"] = Scope()

@@ -14,6 +14,16 @@ from __future__ import annotations
 
 import argparse
 
+from labkit.benchmarks import write_json
+from labkit.ceilings import device_facts
+from labkit.config import plan
+from labkit.device import provenance
+from labkit.nsight.ncu import ENV, kernel_regex, nvtx_path
+from labkit.nsight.tools import bench_argv, shell
+from labkit.records import ResultLog
+from labkit.registry import get_op
+from labkit.session import run
+
 GOAL_PCT = 95.0
 # (op, dtype, shape): the issue's table, at >= 64 MiB of input
 CASES = [
@@ -98,10 +108,6 @@ def table(rows: list, summaries: list) -> str:
 def ncu_lines(out_dir: str = "$OUT/ncu") -> list[str]:
     """Per case, Nsight Compute on the old and the new variant: labkit's own metrics table
     (`labkit profile --ncu`), then a full report of each kernel (ncu --set full) to open in ncu-ui."""
-    from labkit.nsight.ncu import ENV, kernel_regex, nvtx_path
-    from labkit.nsight.tools import bench_argv, shell
-    from labkit.registry import get_op
-
     lines = []
     for name, dtype, shape in CASES:
         op = get_op(name)
@@ -131,13 +137,6 @@ def main(argv=None) -> dict | None:
         print("\n".join(ncu_lines(a.ncu)))
         return None
 
-    from labkit.benchmarks import write_json
-    from labkit.ceilings import device_facts
-    from labkit.config import plan
-    from labkit.device import provenance
-    from labkit.records import ResultLog
-    from labkit.registry import get_op
-    from labkit.session import run
 
     cases = [c for c in CASES if not a.ops or c[0] in a.ops]
     rule = {"budget_s": a.budget}
