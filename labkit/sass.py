@@ -152,8 +152,9 @@ BLOCK_THREADS = {
     "histogram": ({"i32": 256, "i32x4": 256, "i32x4_smem": 1024}, "histogram.cu",
                   ("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;")),
     "sgemv": (256, "sgemv.cu", "constexpr int SGEMV_THREADS = 256;"),
-    "sgemm": ({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256}, "sgemm.cu",
-              ("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;")),
+    "sgemm": ({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256, "warptile_async": 256,
+               "tuned": "tile"}, "sgemm.cu",
+              ("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;", "THREADS = (BM / WM) * (BN / WN) * LK_WARP;")),
     "softmax": (256, "softmax.cu", "constexpr int SM_THREADS = 256;"),
     "embedding": ("embedding", "embedding.cu", "work >= 256 ? 256"),
     "softmax_rows": ("rows", "labkit.cuh", "lk_plan_row"),
@@ -183,6 +184,10 @@ def block_threads(o, v, shape, axes=()) -> tuple:
         emb = shape[-1]
         work = emb // v.width if emb % v.width == 0 else emb
         return (256 if work >= 256 else -(-work // 32) * 32), f"{where} (EmbSize {emb})"
+    if val == "tile":  # sgemm tuned: (bm / wm) x (bn / wn) warps of its tile (GPU_DEFAULTS: per GPU)
+        from .ops.sgemm import threads, tile
+
+        return threads(tile(ax)), f"{where} (tile axes; unset on a GPU of labkit.ops.sgemm.GPU_DEFAULTS: its tile)"
     if val == "rows":
         return None, "picked per row length at run time by the row plan (lk_plan_row, kernels/labkit.cuh)"
     return val, where

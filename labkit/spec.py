@@ -87,6 +87,8 @@ class Op:
     kernel: str = ""                              # kernel template, e.g. "add_kernel<{ctype}, {width}, {access}>"
     args: dict = field(default_factory=dict)      # op-level template values (e.g. the functor of a unary op)
     axes: dict = field(default_factory=dict)      # tuning axes: name -> (default, values)
+    axis_rule: Callable | None = None             # (variant, {axis: value}, defaults filled) -> why that
+    #                                               combination cannot build (a constraint, named), or ""
     flops: Callable | None = None                 # (shape, dtype) -> int
     params: Callable = lambda shape, dtype: ((), ())  # -> (ints, floats) passed to the launcher
     tolerance: Callable | None = None             # (shape, dtype) -> (rtol, atol); default: the dtype table
@@ -197,6 +199,10 @@ class Op:
                 raise ConfigError(f"tuning axes apply to shipped variants, not to {v.name!r}")
             if val != default:
                 out.append((k, val))
+        if self.axis_rule and items:
+            why = self.axis_rule(v, {**{k: d for k, (d, _) in self.axes.items()}, **dict(items)})
+            if why:
+                raise ConfigError(f"{self.name} {v.name}[{','.join(f'{k}={x}' for k, x in items)}]: {why}")
         return tuple(sorted(out))
 
     def axis_grid(self, axes) -> list:
