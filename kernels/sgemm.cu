@@ -284,6 +284,7 @@ struct AsyncShape {
                                         ? 65536 / (THREADS * (TM * TN + 2 * (TM + TN) + 32)) : 1;
   static_assert(BM % WM == 0 && BN % WN == 0, "the warp tile divides the block tile");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are made of 4x4 pieces");
+  static_assert(TM * TN <= 128, "at most 128 accumulators (8x16): the fragments and addresses need the rest of 255");
   static_assert(WM % TM == 0 && WN % TN == 0 && LM * LN == LK_WARP, "a warp tile is 32 thread tiles");
   static_assert(LM >= 2 && LN >= 2, "lanes pair up along M and along N (the interleaved lane order)");
   static_assert(BK % 8 == 0 && BM % (THREADS / 8) == 0 && (BM * BK) % THREADS == 0, "A copies: 8 k x THREADS / 8 rows");

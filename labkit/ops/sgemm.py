@@ -76,10 +76,11 @@ def axis_rule(v, axes: dict) -> str:
         return f"(bm/wm) x (bn/wn) = {n // 32} warps is {n} threads per block (at most 1024)"
     if bm % (n // 8) or bm * bk % n:
         return f"A copies 8 k x threads/8 rows per pass: bm = {bm} must be a multiple of {n // 8} ({n} threads)"
-    for w in (4, 1):  # B in float4 (aligned) or floats (fallback)
+    for w, what in ((4, "float4"), (1, "float")):  # B copied in float4 (aligned) or floats (fallback)
         row = bn // w
         if bk * row % n or (n % row and row % n):
-            return f"B copies whole passes: bk x bn / {w} = {bk * row} floats{'4' if w == 4 else ''} over {n} threads"
+            return (f"B copies whole passes: a {bk}x{bn} tile is {bk * row} {what} copies in rows of {row}, "
+                    f"which {n} threads do not share evenly")
     smem = stages * (bk * (bm + 4) + bk * bn) * 4
     if smem > 227 << 10:
         return f"{stages} stages of {bk} x ({bm} + 4 + {bn}) floats = {smem >> 10} KiB of shared memory (at most 227)"
