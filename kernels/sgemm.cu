@@ -456,9 +456,15 @@ static int launch_async(const lk_args* args, cudaStream_t stream) {
                      : sgemm_async_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, GROUP, false>;
   const int64_t blocks = int64_t(ceil_div(g.M, BM)) * ceil_div(g.N, BN);
   if (blocks > INT32_MAX) return -static_cast<int>(cudaErrorInvalidConfiguration);
-  if (S::SMEM > (48 << 10)) {  // above 48 KiB a kernel must ask for its dynamic shared memory
-    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
-    if (e != cudaSuccess) return -static_cast<int>(e);
+  if (S::SMEM > (48 << 10)) {  // above 48 KiB a kernel must ask for its dynamic shared memory: once per
+    static bool asked[2][64];   // kernel and device, at the first (checked) launch, before any graph capture
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64 || !asked[vec][dev]) {
+      const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM);
+      if (e != cudaSuccess) return -static_cast<int>(e);
+      if (dev >= 0 && dev < 64) asked[vec][dev] = true;
+    }
   }
   k<<<unsigned(blocks), S::THREADS, S::SMEM, stream>>>(g.A, g.B, g.C, g.M, g.N, g.K);
   return lk_launch_status(vec ? LK_PATH_VECTOR : LK_PATH_FALLBACK);

@@ -205,3 +205,51 @@ def test_the_kernel_is_exact_and_race_free_on_the_emulator(emulator, t, defer):
     lines = r.stdout.splitlines()
     assert len(lines) == len(EMU_SHAPES) and all("0 wrong, 0 races, 0 copies never waited for" in x for x in lines)
     assert sum(" vec:" in x for x in lines) == 4  # N % 4 == 0: the float4 kernel, else the scalar one
+
+
+# ---- the acceptance benchmark and the shipped defaults ---------------------------------------------
+def _rows(ratios: dict, status="ok") -> list:
+    """A sweep's rows: torch and `ratios` {variant label: (time / cuBLAS at each SGEMM_SHAPES shape)}."""
+    out = []
+    for k, s in enumerate("x".join(map(str, s)) for s in SGEMM_SHAPES):
+        out.append({"op": "sgemm", "variant": "torch", "shape": s, "mode": "cold", "status": "ok", "time_us": 100.0,
+                    "tflops": 50.0, "pct_fma": 77.0, "gpu": "G", "date": "2026-12-01"})
+        for label, rs in ratios.items():
+            ok = status if label == "tuned[bk=16]" and k == 1 else "ok"
+            out.append({"op": "sgemm", "variant": label, "shape": s, "mode": "cold", "status": ok, "time_us": 100 * rs[k],
+                        "vs_torch": rs[k], "tflops": 50 / rs[k], "pct_fma": 77 / rs[k], "gpu": "G", "date": "2026-12-01"})
+    return out
+
+
+def test_the_best_tile_is_the_lowest_worst_case_ratio_of_tiles_ok_at_every_shape():
+    from labkit.benchmarks.sgemm_vs_cublas import best_tile, render, table
+
+    rows = _rows({"tuned": (0.5, 0.5, 0.5), "tuned[stages=3]": (1.10, 1.05, 1.12), "tuned[bk=16]": (0.9, 0.9, 0.9),
+                  "tuned[bn=256,tn=16,wn=64]": (1.02, 1.04, 1.03), "warptile": (1.14, 1.12, 1.11)}, status="failed")
+    t, worst, ratios = best_tile(rows)
+    assert t == sg.tile({"bn": 256, "tn": 16, "wn": 64}) and worst == 1.04 and len(ratios) == 3
+    tab = table(rows)
+    assert [x["variant"] for x in tab[:2]] == ["torch", "tuned"] and tab[0]["shape"] == "4096x4096x4096"
+    best = [x for x in tab if x["variant"] == "tuned[bn=256,tn=16,wn=64]"]
+    assert [x["goal"] for x in best] == [True, True, True] and best[1]["pct_cublas"] == pytest.approx(100 / 1.04)
+    assert [x["goal"] for x in tab if x["variant"] == "tuned[stages=3]"] == [False, True, False]
+    assert all(x["goal"] is None for x in tab if x["variant"] in ("torch", "warptile"))
+    text = render(tab)
+    assert "MISSED (< 95 %)" in text and "failed" in text and "torch (cuBLAS FP32)" in text
+
+
+def test_gpu_defaults_are_the_best_tiles_of_the_recorded_sweeps():
+    """Each GPU with a recorded tune-sgemm.jsonl ships the best tile of that file as tuned's default."""
+    from labkit.benchmarks.sgemm_vs_cublas import best_tile
+    from labkit.paths import results_dir
+    from labkit.records import load_rows
+
+    files = sorted(results_dir().glob("*/tune-sgemm.jsonl"))
+    if not files:
+        pytest.skip("no tune-sgemm sweep recorded yet")
+    for f in files:
+        rows = load_rows(f)
+        gpu = next(r["gpu"] for r in rows if r.get("gpu"))
+        assert any(fam in gpu for fam in sg.GPU_DEFAULTS), f"{f}: {gpu} is no family of GPU_DEFAULTS"
+        assert sg.tile_of(gpu) == best_tile(rows)[0], f"{f}: ship its best tile (python -m " \
+            f"labkit.benchmarks.sgemm_vs_cublas --best {f.parent})"

@@ -25,12 +25,13 @@ MAX_BYTES = 48 << 20      # bytes_moved of one configuration (H100: ~2 ms a conf
 MAX_FLOPS = 2e8           # and flops, for the compute-bound ops (sgemm)
 DEFAULT_CAP = 4096        # per-axis cap of an op not listed below
 # per-axis caps, in the order of each op's shape_axes; long rows reach the shared-memory and
-# streaming paths of the row ops (K > 16384), bins > 12288 the histogram's fallback
+# streaming paths of the row ops (K > 16384), bins > 12288 the histogram's fallback, sgemm's M > 2048
+# three groups of 8 tile rows in tuned's block order (within MAX_FLOPS: N and K then stay small)
 CAPS = {
     "add": (3000, 1 << 17), "relu": (3000, 1 << 17), "sigmoid": (3000, 1 << 17),
     "copy": (1 << 22,), "copy_gs": (1 << 21,), "dot": (1 << 21,), "reduce_sum": (1 << 21,), "softmax": (1 << 21,),
     "softmax_rows": (3000, 1 << 17), "layer_norm": (3000, 1 << 17), "rms_norm": (3000, 1 << 17),
-    "sgemv": (3000, 1 << 14), "sgemm": (300, 300, 600),
+    "sgemv": (3000, 1 << 14), "sgemm": (2100, 300, 600),
     "embedding": (5000, 1500, 3000), "histogram": (1 << 20, 20000),
 }
 
