@@ -364,28 +364,41 @@ sgemm_async_kernel(const float* __restrict__ A, const float* __restrict__ B, flo
     else if (s < KT) load_tile(std::false_type{}, s * STAGE_B);
     cp_async_commit();  // one group per tile, empty past the end: the wait counts stay aligned
   }
+  // The fragments are double-buffered in registers, one k-step ahead, across tiles too (CUTLASS's
+  // multistage main loop): the barrier comes before a tile's last k-step, whose FFMAs then cover the
+  // latency of the next tile's first fragment loads.
   uint32_t rs = 0, ws = LAST;  // byte offsets of the stage read now and the stage written now
+  float a[2][TM], b[2][TN];
+  auto load_frag = [&](int buf, uint32_t stage, int k) {
+    const float* sa = smem + stage / 4 + k * LDA + row0;
+    const float* sb = smem + stage / 4 + SA + k * BN + col0;
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i) *reinterpret_cast<float4*>(&a[buf][4 * i]) = lds4(sa + i * 4 * LM);
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j) *reinterpret_cast<float4*>(&b[buf][4 * j]) = lds4(sb + j * 4 * LN);
+  };
+  cp_async_wait<STAGES - 2>();  // tile 0 landed, for everyone
+  __syncthreads();
+  load_frag(0, 0, 0);
   for (int kt = 0; kt < KT; ++kt) {
-    cp_async_wait<STAGES - 2>();  // this thread's copies of tile kt landed
-    __syncthreads();              // everyone's did, and everyone finished tile kt - 1 (stage ws)
-    if (kt + STAGES - 1 < KT) load_tile(std::false_type{}, ws);
-    cp_async_commit();
-    const float* sa = smem + rs / 4 + row0;
-    const float* sb = smem + rs / 4 + SA + col0;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      float a[TM], b[TN];
-#pragma unroll
-      for (int i = 0; i < TM / 4; ++i) *reinterpret_cast<float4*>(&a[4 * i]) = lds4(sa + k * LDA + i * 4 * LM);
-#pragma unroll
-      for (int j = 0; j < TN / 4; ++j) *reinterpret_cast<float4*>(&b[4 * j]) = lds4(sb + k * BN + j * 4 * LN);
+      if (k == BK - 1) {  // tile kt + 1 landed (this thread's copies, then everyone's), and every
+        cp_async_wait<STAGES - 2>();  // warp has loaded its last fragment of tile kt - 1's stage
+        __syncthreads();
+        rs = rs == LAST ? 0 : rs + STAGE_B;
+      }
+      load_frag((k + 1) % 2, rs, (k + 1) % BK);  // the next k-step's fragments (the next tile's at k = BK - 1)
+      if (k == 0) {  // into the stage of tile kt - 1, which every warp finished reading before the last barrier
+        if (kt + STAGES - 1 < KT) load_tile(std::false_type{}, ws);
+        cp_async_commit();
+        ws = ws == LAST ? 0 : ws + STAGE_B;
+      }
 #pragma unroll
       for (int m = 0; m < TM; ++m)
 #pragma unroll
-        for (int n = 0; n < TN; ++n) acc[m][n] = fmaf(a[m], b[n], acc[m][n]);
+        for (int n = 0; n < TN; ++n) acc[m][n] = fmaf(a[k % 2][m], b[k % 2][n], acc[m][n]);
     }
-    rs = rs == LAST ? 0 : rs + STAGE_B;
-    ws = ws == LAST ? 0 : ws + STAGE_B;
   }
   cp_async_wait<0>();  // no copy may still target shared memory when the block exits
 
