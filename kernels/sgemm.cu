@@ -1,4 +1,5 @@
 // Matrix product C = A B, f32, row-major, A: M x K, B: K x N (CATALOG §5, seed 002 "sgemm").
+// Reference: labkit/ops/sgemm.py::_reference (the float64 product); baseline: cuBLAS FP32, TF32 off.
 // Each variant is one step from the seed towards cuBLAS FP32:
 //   tiled32    seed "sgemm": 32x32 block of 1024 threads, one C element each, 32x32 smem tiles
 //   tile128x8  seed "thread_tile_vec4": 128x128x8 block tile, 8x8 thread tile, float4 loads/stores
@@ -8,10 +9,16 @@
 //              registers capped at 128 for two blocks per SM
 //   warptile   dbuf + warp tiling (warp = 64x32 of C, lane = 2x2 sub-tiles of 4x4), A stored
 //              transposed in padded smem (conflict-free stores), float4 (LDS.128) fragment reads
+//   warptile_async  warptile's tile, its copies by cp.async into 3 smem stages (no staging registers),
+//              lanes interleaved by 2 (each LDS.128 in 2 wavefronts, not 4), fragments double-
+//              buffered across tiles, blocks in groups of 8 tile rows (L2 reuse)
+//   tuned      the same kernel, its tile (block, warp, thread, stages, group) a set of tuning axes;
+//              by default the best tile of this GPU's tune-sgemm sweep (launch_by_gpu)
 // Any M, N, K: every global load is guarded (zero fill past the edges) and every store guarded.
 // The 128x128 kernels use float4 loads/stores when K % 4 == 0, N % 4 == 0 and A, B, C are
 // 16-byte aligned (a float4 is then all in or all out of bounds); otherwise the same kernel with
-// scalar accesses runs (VEC = false) and the launcher returns LK_PATH_FALLBACK.
+// scalar accesses runs (VEC = false) and the launcher returns LK_PATH_FALLBACK. The async kernel
+// needs only N % 4 == 0 and B, C aligned (it copies A 4 bytes at a time).
 #include <string.h>
 
 #include <type_traits>

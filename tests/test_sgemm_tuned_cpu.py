@@ -157,7 +157,7 @@ def test_every_sweep_tile_compiles_without_spills_at_its_occupancy(sweep_cubin, 
 
     tile = sg.tile(t)
     tm, tn, n = tile["tm"], tile["tn"], sg.threads(tile)
-    smem = tile["stages"] * tile["bk"] * (tile["bm"] + 4 + tile["bn"]) * 4
+    smem = sg.smem_bytes(tile)
     want = max(1, 65536 // (n * (tm * tn + 2 * (tm + tn) + 32)))  # AsyncShape::MIN_BLOCKS (launch bounds)
     for vec in ("true", "false"):
         f = sass.find_kernel(sweep_cubin, sg.TILE_KERNEL.format(**tile).replace("true>", f"{vec}>"))

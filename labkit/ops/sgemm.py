@@ -55,6 +55,11 @@ def threads(t: dict) -> int:
     return (t["bm"] // t["wm"]) * (t["bn"] // t["wn"]) * 32
 
 
+def smem_bytes(t: dict) -> int:
+    """Dynamic shared memory of a tile: its stages of A^T (rows padded by 4) and B (AsyncShape::SMEM)."""
+    return t["stages"] * t["bk"] * (t["bm"] + 4 + t["bn"]) * 4
+
+
 def axis_rule(v, axes: dict) -> str:
     """Why tuned cannot build at these axis values (the constraint, as AsyncShape's static_asserts in
     kernels/sgemm.cu state it), or ""."""
@@ -81,7 +86,7 @@ def axis_rule(v, axes: dict) -> str:
         if bk * row % n or (n % row and row % n):
             return (f"B copies whole passes: a {bk}x{bn} tile is {bk * row} {what} copies in rows of {row}, "
                     f"which {n} threads do not share evenly")
-    smem = stages * (bk * (bm + 4) + bk * bn) * 4
+    smem = smem_bytes(t)
     if smem > 227 << 10:
         return f"{stages} stages of {bk} x ({bm} + 4 + {bn}) floats = {smem >> 10} KiB of shared memory (at most 227)"
     return ""
