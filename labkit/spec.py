@@ -199,7 +199,7 @@ class Op:
                 raise ConfigError(f"tuning axes apply to shipped variants, not to {v.name!r}")
             if val != default:
                 out.append((k, val))
-        if self.axis_rule and items:
+        if self.axis_rule and out:  # values at their defaults change nothing: every variant takes them
             why = self.axis_rule(v, {**{k: d for k, (d, _) in self.axes.items()}, **dict(items)})
             if why:
                 raise ConfigError(f"{self.name} {v.name}[{','.join(f'{k}={x}' for k, x in items)}]: {why}")
