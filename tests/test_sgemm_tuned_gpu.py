@@ -24,16 +24,20 @@ def runner():
     return r
 
 
+def _id(t: dict) -> str:
+    """tile_bn256_wn64_tn16, tile_shipped: a name `pytest -k` can select."""
+    return "tile_" + ("_".join(f"{k}{v}" for k, v in t.items()) or "shipped")
+
+
 @pytest.mark.parametrize("tile,shape,offset", CASES,
-                         ids=[f"{','.join(f'{k}={v}' for k, v in t.items()) or 'shipped'}-{'x'.join(map(str, s))}-"
-                              f"off{o}" for t, s, o in CASES])
+                         ids=[f"{_id(t)}-{'x'.join(map(str, s))}-off{o}" for t, s, o in CASES])
 def test_every_sweep_tile_matches_the_float64_product(runner, tile, shape, offset):
     r = runner.run(resolve("sgemm", "tuned", shape=shape, offset=offset, axes=tile or None, timed=False))
     assert r["status"] == "ok", r.get("error")
     assert r["path"] == ("vector" if offset == 0 and shape[1] % 4 == 0 else "fallback")
 
 
-@pytest.mark.parametrize("tile", [{}, {"bk": 16, "stages": 4}], ids=["shipped", "bk16-stages4-66KiB"])
+@pytest.mark.parametrize("tile", [{}, {"bk": 16, "stages": 4}], ids=["tile_shipped", "tile_bk16_stages4-66KiB"])
 def test_tuned_in_a_cuda_graph(runner, tile):
     assert tile == {} or sg.smem_bytes(sg.tile(tile)) > 48 << 10
     r = runner.run(resolve("sgemm", "tuned", shape="1000x1000x1000", mode="hot", axes=tile or None, rule=FAST))
