@@ -152,7 +152,7 @@ def block_threads(o, v, shape, axes=()) -> tuple:
     where = f"kernels/{block.file or o.source}: " + ", ".join(f"`{x}`" for x in block.evidence)
     threads = block.threads.get(v.name) if isinstance(block.threads, dict) else block.threads
     if callable(threads):  # e.g. embedding: one block per row, sized by the row
-        threads, why = threads(v, shape)
+        threads, why = threads(v, shape, ax)
         return threads, f"{where} ({why})"
     if threads is None:
         return None, block.why or f"{o.name} states no threads per block (Op.block)"

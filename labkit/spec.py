@@ -126,8 +126,8 @@ class Testing:
 
 @dataclass(frozen=True)
 class Block:
-    """Threads per block of an op's launchers: an int, {variant name: int}, a function (variant, shape)
-    -> (threads, why), or None where the launcher picks it at run time (`why` says where) or a
+    """Threads per block of an op's launchers: an int, {variant name: int or a function}, a function
+    (variant, shape, axes) -> (threads, why), or None where the launcher picks it at run time (`why` says where) or a
     `block` tuning axis sets it. `evidence`: text in kernels/<file> (default: the op's family) that
     sets it; tests/test_sass_cpu.py checks it is still there, so the fact cannot drift silently."""
     threads: int | dict | Callable | None
@@ -162,6 +162,8 @@ class Op:
     kernel: str = ""                              # kernel template, e.g. "add_kernel<{ctype}, {width}, {access}>"
     args: dict = field(default_factory=dict)      # op-level template values (e.g. the functor of a unary op)
     axes: dict = field(default_factory=dict)      # tuning axes: name -> (default, values)
+    axis_rule: Callable | None = None             # (variant, {axis: value}) -> why that combination
+    #                                               cannot build (the constraint, named), or ""
     params: Callable = lambda shape, dtype: ((), ())  # -> (ints, floats) passed to the launcher
     inline_launcher: str = ""                     # C template for inline kernels (see labkit.inline)
     shape_kernels: tuple = ()                     # other kernels a launcher runs by shape/alignment (ncu filter)
@@ -287,6 +289,10 @@ class Op:
                 raise ConfigError(f"tuning axes apply to shipped variants, not to {v.name!r}")
             if val != default:
                 out.append((k, val))
+        if self.axis_rule and out:  # values at their defaults change nothing: every variant takes them
+            why = self.axis_rule(v, {**{k: d for k, (d, _) in self.axes.items()}, **dict(items)})
+            if why:
+                raise ConfigError(f"{self.name} {v.name}[{','.join(f'{k}={x}' for k, x in items)}]: {why}")
         return tuple(sorted(out))
 
     def axis_grid(self, axes) -> list:

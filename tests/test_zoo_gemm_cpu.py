@@ -14,7 +14,8 @@ from labkit.ops import sgemm as sgemm_mod
 from labkit.registry import get_op
 
 U = 2.0 ** -24
-NAMES = {"sgemv": ["k32", "k128", "k16", "k16x4"], "sgemm": ["tiled32", "tile128x8", "dbuf", "warptile"]}
+NAMES = {"sgemv": ["k32", "k128", "k16", "k16x4"],
+         "sgemm": ["tiled32", "tile128x8", "dbuf", "warptile", "warptile_async", "tuned"]}
 
 
 def _cpu_inputs(name, shape, offset=0, seed=0):
@@ -39,13 +40,17 @@ def test_variants_match_the_kernel_file(name):
     for v in op.variants:
         assert v.dtype == "f32" and v.note
         base = v.kernel.split("<")[0]
-        assert re.search(rf"__global__ void __launch_bounds__\([^\n]*\n{base}\(", src), f"no kernel {base}"
+        # launch bounds on one line, or two (the async kernel's come from its tile)
+        assert re.search(rf"__global__ void __launch_bounds__\([^;{{]*?\)[^\n]*\n{base}\(", src), f"no kernel {base}"
         assert v.access == 4 * v.width, "f32: bytes per access = 4 x elements per access"
 
 
 def test_sgemm_variants_name_the_fast_instantiation():
     src = (KERNELS_DIR / "sgemm.cu").read_text()
     for v in get_op("sgemm").variants:
+        if v.kernel.startswith("sgemm_async_kernel<"):  # instantiated by launch_async from the tile
+            assert v.kernel.endswith(", true>") and "sgemm_async_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, GROUP, true>" in src
+            continue
         assert v.kernel in src  # launched literally by the launcher (the fast one for 128x128 kernels)
         if v.access == 16:
             assert v.kernel.endswith("<true>") and v.kernel.replace("<true>", "<false>") in src

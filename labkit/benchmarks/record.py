@@ -4,11 +4,11 @@
                                        [--only STAGE ...  (these, in this order)]
 
 Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, launch
-cost, kernel-time cost, access width, the zoo and tuning sweeps, the sanitizers, explorer and worker
-latency. Each stage is a command of its own (its output in DIR/<stage>.log); a stage that would not
-fit in the time left is skipped and listed in DIR/record.json. Results go to results/<gpu>/ (or
-$LABKIT_RESULTS); with --pack, results and logs are packed after every stage, so a run that is cut
-off still leaves what it measured."""
+cost, kernel-time cost, access width, the zoo and tuning sweeps (sgemm's tiles, then sgemm against
+cuBLAS), the sanitizers, explorer and worker latency. Each stage is a command of its own (its output
+in DIR/<stage>.log); a stage that would not fit in the time left is skipped and listed in
+DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
+are packed after every stage, so a run that is cut off still leaves what it measured."""
 from __future__ import annotations
 
 import argparse
@@ -52,6 +52,9 @@ def stages(budget: float) -> list:
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
+        ("tune-sgemm", [*cli, "sweep", "tune-sgemm", "--in-process", "--budget", b], 90),
+        ("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
+                             "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
         ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "1",
                               "--out", "{res}/kernel-time-cost.json"], 50),
         ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",

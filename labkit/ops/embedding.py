@@ -97,7 +97,7 @@ def _footprint(shape, dtype):
     return 4 * seq + rows * emb * {"f32": 4}.get(dtype, 2), seq * emb * {"f32": 4}.get(dtype, 2)
 
 
-def _block(v, shape):
+def _block(v, shape, axes=()):
     """One block per row: threads for one pass over the row's packs, a warp multiple in 32..256; the
     flat gather: 256 (kFlatThreads)."""
     if v.name.endswith("_flat"):
