@@ -120,7 +120,7 @@ def test_a_prepared_signature_follows_tensors_changed_in_place_and_the_current_s
     assert context_ok()
 
 
-@pytest.mark.parametrize("variant", ["i32", "i32x4", "i32x4_smem"])
+@pytest.mark.parametrize("variant", ["i32", "i32x4", "i32x4_smem", "i32x4_sm"])
 @pytest.mark.parametrize("bins", [1, 7, 256, 20000])  # 20000: the smem variant's fallback
 def test_histogram_skips_values_outside_the_bins(variant, bins):
     x = torch.randint(-3 * bins - 5, 3 * bins + 5, (100_003,), device="cuda", dtype=torch.int32)
