@@ -21,7 +21,7 @@ TILE_KERNEL = "sgemm_async_kernel<{bm}, {bn}, {bk}, {wm}, {wn}, {tm}, {tn}, {sta
 # order): the tile with the lowest worst-case time / cuBLAS in that GPU's recorded tune-sgemm sweep
 # (labkit.benchmarks.sgemm_vs_cublas.best_tile; a test checks this table against the recorded file).
 # An empty entry, or a GPU of another family, runs DEFAULT_TILE.
-GPU_DEFAULTS = {"H100": {}, "H200": {}}
+GPU_DEFAULTS = {"H100": {"bn": 256, "wn": 64, "tn": 16, "stages": 4}, "H200": {"bn": 256, "wn": 64, "tn": 16, "stages": 4}}
 
 VARIANTS = [
     V("tiled32", "f32", width=1, access=4, note="seed: 32x32 smem tiles, one C element per thread (1024 threads)",
