@@ -3,8 +3,13 @@
 // N = elements per thread, ACCESS = bytes per memory instruction. Math is f32 for every type.
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when x and y
 // are misaligned differently (reported as LK_PATH_FALLBACK).
+//   variants   relu and sigmoid each: f32 f32x4 | f16 f16x8_pack (N = 1, 4, 1, 8; one access per pack),
+//              the unary_op lines of labkit/ops/activation.py (`labkit list relu`)
+//   reference  labkit/ops/activation.py: the function in float64 (x.clamp_min(0), x.sigmoid())
+//   below      the functions (Sigmoid, Relu), unary_kernel, launch_unary; the exported launchers are generated
 #include "labkit.cuh"
 
+// ---- the functions: f32 in, f32 out -----------------------------------------------------------------
 struct Sigmoid {
   // f32 output: expf + IEEE divide (a few ulp). f16 output: the fast intrinsics are far inside
   // half precision and halve the instruction count (8 halves per thread must keep up with DRAM).
@@ -18,6 +23,7 @@ struct Relu {
   template <typename T> __device__ __forceinline__ float apply(float x) const { return x < 0.f ? 0.f : x; }
 };
 
+// ---- kernel ---------------------------------------------------------------------------------------
 template <typename F, typename T, int N, int ACCESS>
 __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, lk_split s) {
   const F f;
@@ -36,6 +42,7 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, lk_spli
   }
 }
 
+// ---- launcher: t[0] = x, t[1] = y -----------------------------------------------------------------
 template <typename F, typename T, int N, int ACCESS>
 static int launch_unary(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);

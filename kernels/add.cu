@@ -4,8 +4,14 @@
 // its "method 2" (one 128-bit access); BLOCK (threads per block) is a tuning axis.
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when the
 // three pointers are misaligned differently (reported as LK_PATH_FALLBACK).
+//   variants   f32 f32x4 | f16 f16x2 f16x8 f16x8_pack | bf16 bf16x2 bf16x8_pack: the dtype and N (x4, x8);
+//              one access per pack, except f16x8 (method 1: ACCESS = 4). The V(...) lines of labkit/ops/add.py
+//              hold them, `labkit list add` prints them.
+//   reference  labkit/ops/add.py: a + b in float64, rounded once to the storage type; torch.add the baseline
+//   below      add_pack (one pack's math), add_kernel, launch_add; the exported launchers are generated
 #include "labkit.cuh"
 
+// ---- kernel ---------------------------------------------------------------------------------------
 template <typename T, int N>
 __device__ __forceinline__ void add_pack(Pack<T, N>& c, const Pack<T, N>& a, const Pack<T, N>& b) {
   if constexpr (std::is_same_v<T, float>) {
@@ -43,6 +49,7 @@ __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, T* 
   }
 }
 
+// ---- launcher: t[0] = a, t[1] = b, t[2] = c --------------------------------------------------------
 template <typename T, int N, int ACCESS, int BLOCK>
 static int launch_add(const lk_args* args, cudaStream_t stream) {
   const T* a = lk_ptr<const T>(args->t[0]);

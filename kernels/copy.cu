@@ -2,8 +2,13 @@
 // one generic Pack<uint8_t, W> moved with one W-byte load and one W-byte store per thread.
 // Any byte count and alignment: scalar head + packs + scalar tail (or the byte kernel when src
 // and dst are misaligned differently, reported as LK_PATH_FALLBACK).
+//   variants   w1 w2 w4 w8 w16: W bytes per access (labkit/ops/copy.py; `labkit list copy`); w16 is also
+//              one of the two copies the copy peak is measured with (labkit/ceilings.py, with torch's copy_)
+//   reference  labkit/ops/copy.py: the input itself, compared bit for bit; torch's copy_ the baseline
+//   below      copy_kernel, launch_copy; the exported launchers are generated
 #include "labkit.cuh"
 
+// ---- kernel ---------------------------------------------------------------------------------------
 template <int W>
 __global__ void copy_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict__ dst, lk_split s) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -19,6 +24,7 @@ __global__ void copy_kernel(const uint8_t* __restrict__ src, uint8_t* __restrict
   }
 }
 
+// ---- launcher: t[0] = src, t[1] = dst (any dtype: its bytes are copied) ------------------------------
 template <int W>
 static int launch_copy(const lk_args* args, cudaStream_t stream) {
   const uint8_t* src = lk_ptr<const uint8_t>(args->t[0]);

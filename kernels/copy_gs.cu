@@ -1,8 +1,12 @@
 // Grid-stride int32 copy (CATALOG §2, seed 003): 128 threads per block, the block count capped at
-// i[0] (MAX_BLOCKS) so each thread loops. Variants: int (4 bytes per access); int2, int4 move 8 / 16
-// bytes per access and finish the N % 2 / N % 4 remainder with scalar copies. Misaligned views take the scalar kernel.
+// i[0] (MAX_BLOCKS) so each thread loops. Misaligned views take the scalar kernel (LK_PATH_FALLBACK).
+//   variants   int (4 bytes per access); int2, int4 move 8 / 16 bytes per access and finish the
+//              N % 2 / N % 4 remainder with scalar copies (labkit/ops/copy_gs.py; `labkit list copy_gs`)
+//   reference  labkit/ops/copy_gs.py: the input itself, compared bit for bit; torch's copy_ the baseline
+//   below      copy_gs_kernel, launch_copy_gs; the exported launchers are generated
 #include "labkit.cuh"
 
+// ---- kernel ---------------------------------------------------------------------------------------
 template <int V>  // ints per access: 1 (int), 2 (int2), 4 (int4)
 __global__ void copy_gs_kernel(const int* __restrict__ in, int* __restrict__ out, int64_t n) {
   using Vec = Pack<int, V>;
@@ -17,6 +21,7 @@ __global__ void copy_gs_kernel(const int* __restrict__ in, int* __restrict__ out
   for (int64_t i = nv * V + start; i < n; i += stride) out[i] = in[i];  // remainder
 }
 
+// ---- launcher: t[0] = in, t[1] = out, i[0] = MAX_BLOCKS (<= 0: 2048) -------------------------------
 template <int V>
 static int launch_copy_gs(const lk_args* args, cudaStream_t stream) {
   const int* in = lk_ptr<const int>(args->t[0]);

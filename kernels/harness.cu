@@ -6,7 +6,10 @@
 //    or stalled host must not hang the GPU), and says so;
 //  * lk_empty: a launch that does nothing, timed like a variant to measure the event floor;
 //  * lk_mark_begin / lk_mark_end: empty markers around each sample while CUPTI records the timed loop
-//    (labkit.cupti), outside its events: the kernels between a pair are that sample's.
+//    (labkit.cupti), outside its events: the kernels between a pair are that sample's;
+//  * lk_fma: the FP32 ceiling (labkit.ceilings, with lk_empty).
+// Its callers: labkit/launch.py (lk_error_string), labkit/timing.py (the blocking kernel),
+// labkit/cupti.py (the markers), labkit/ceilings.py (lk_empty, lk_fma).
 #include "labkit.cuh"
 
 LK_EXPORT const char* lk_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }

@@ -1,12 +1,22 @@
 // Histogram of int32 values into `bins` int32 counts (CATALOG §4, seed 002). bins = numel of the
 // output; values outside [0, bins) are skipped (never counted, never written out of bounds).
 // The counts are zeroed on the launch stream first, since every variant accumulates with atomics.
-// histogram_kernel<N, ACCESS>: the seed's, one global atomicAdd per element (N=4: one int4 load);
-// histogram_smem_kernel: privatized, grid-stride int4 loads into per-warp-group shared
-// histograms, then one global atomic per nonzero bin per block.
+//   i32          histogram_kernel<1, 4>: the seed's, one global atomicAdd per element
+//   i32x4        histogram_kernel<4, 16>: one int4 load per thread, four global atomics
+//   i32x4_smem   histogram_smem_kernel: privatized, grid-stride int4 loads into per-warp-group
+//                shared histograms, then one global atomic per nonzero bin per block
+//   i32x4_sm     histogram_sm_kernel: one 1024-thread block per SM, interleaved shared copies
+// What held i32x4_smem below the copy peak at 4096 bins and more: every block flushes all bins
+// with global atomics, 2 blocks per SM and all starting at bin 0 (264 blocks on the same lines at
+// once), and above 12288 bins one copy no longer fits its 48 KiB, so it ran the global-atomic
+// kernel (a few % of the peak). histogram_sm_kernel flushes once per SM, each block starting at
+// its own bin, and keeps up to ~56 K bins in (opted-in) shared memory; lane l counts into copy
+// l % C of C copies laid out bin-major (bin b of copy c at b * C + c), so lanes that draw the same
+// bank's word in one copy land on different banks, and equal bins never share an address.
 // Any n and alignment: scalar head + packs + scalar tail (one input pointer is always
 // splittable). i32x4_smem falls back to i32x4 (LK_PATH_FALLBACK) when one copy of the
-// histogram does not fit in 48 KiB of shared memory (bins > 12288).
+// histogram does not fit in 48 KiB of shared memory (bins > 12288); i32x4_sm when one copy does
+// not fit in what a block may opt in to (bins > ~56 K on sm_90).
 #include "labkit.cuh"
 
 constexpr int kThreads = 256;      // seed-style kernels
@@ -16,9 +26,21 @@ constexpr int kThreads = 256;      // seed-style kernels
 constexpr int kSmemThreads = 1024;
 constexpr int kSmemInts = 48 * 1024 / 4;     // most one copy may take (default limit)
 constexpr int kCopiesInts = 32 * 1024 / 4;   // budget for the copies of one block
+constexpr int kSmThreads = 1024;           // histogram_sm_kernel: one block per SM
 
 __device__ __forceinline__ void count(int* h, int v, int bins) {
   if (static_cast<unsigned>(v) < static_cast<unsigned>(bins)) atomicAdd(h + v, 1);  // also rejects v < 0
+}
+
+// One count into interleaved copies, without a branch: red.shared adds `in` (1, or 0 for a value
+// outside [0, bins), at the copy's first word) at shared byte address base + (v << shift): ~5
+// instructions. Written as `if (in) atomicAdd(...)`, each count compiled to a branch around the
+// atomic that recomputed the shared window's base (S2UR), ~10 instructions per value; a
+// predicated red.shared became such a branch too.
+__device__ __forceinline__ void count_at(uint32_t base, int v, int bins, int shift) {
+  const bool in = static_cast<unsigned>(v) < static_cast<unsigned>(bins);
+  asm volatile("red.shared.add.u32 [%0], %1;" ::"r"(base + (uint32_t(in ? v : 0) << shift)), "r"(uint32_t(in))
+               : "memory");
 }
 
 template <int N, int ACCESS>
@@ -72,6 +94,52 @@ __global__ void __launch_bounds__(THREADS) histogram_smem_kernel(const int* __re
   }
 }
 
+// One block per SM (persistent, grid-stride): whole rounds of U int4 loads issued before any count,
+// the last round's indices clamped and its extra values turned into -1 (skipped), since a guarded
+// count let nvcc sink the load into the guard (reduce.cu). After the count, the block flushes its
+// bins starting at its own place in the histogram, a multiple of 32 bins: a warp adds one
+// 128-byte line, and the blocks' lines differ at each moment.
+template <int U>
+__global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* __restrict__ x, int* __restrict__ hist,
+                                                                     int bins, int log_copies, lk_split s) {
+  extern __shared__ int shc[];
+  const int copies = 1 << log_copies, shift = log_copies + 2;  // bin b of a copy at byte b << shift
+  for (int i = threadIdx.x; i < copies * bins; i += kSmThreads) shc[i] = 0;
+  __syncthreads();
+  const uint32_t mine = uint32_t(__cvta_generic_to_shared(shc + threadIdx.x % copies));  // copy = lane % copies
+  const int64_t t = int64_t(blockIdx.x) * kSmThreads + threadIdx.x;
+  const int64_t stride = int64_t(gridDim.x) * kSmThreads;
+  const int* xp = x + s.head;
+  int64_t p = t;
+  for (; p + (U - 1) * stride < s.packs; p += U * stride) {  // whole rounds
+    Pack<int, 4> r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) lk_load<16>(r[u], xp + (p + u * stride) * 4);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) count_at(mine, r[u].elem[i], bins, shift);
+  }
+  if (p < s.packs) {  // the last round
+    Pack<int, 4> r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) lk_load<16>(r[u], xp + (p + u * stride < s.packs ? p + u * stride : p) * 4);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) count_at(mine, p + u * stride < s.packs ? r[u].elem[i] : -1, bins, shift);
+  }
+  if (t < s.head + s.tail) count_at(mine, x[lk_edge_index(s, 4, t)], bins, shift);  // scalar edges
+  __syncthreads();
+  const int start = int(int64_t(blockIdx.x) * bins / gridDim.x) & ~(LK_WARP - 1);
+  for (int k = threadIdx.x; k < bins; k += kSmThreads) {
+    const int b = k + start < bins ? k + start : k + start - bins;
+    int c = 0;
+    for (int j = 0; j < copies; ++j) c += shc[b * copies + j];
+    if (c) atomicAdd(hist + b, c);
+  }
+}
+
 template <int N, int ACCESS>
 static int launch_histogram(const lk_args* args, cudaStream_t stream) {
   const int* x = lk_ptr<const int>(args->t[0]);
@@ -107,6 +175,33 @@ static int launch_histogram_smem(const lk_args* args, cudaStream_t stream) {
   cudaMemsetAsync(hist, 0, sizeof(int) * bins, stream);  // blocks add their counts into hist
   histogram_smem_kernel<N, 16, kSmemThreads><<<int(blocks < cap ? blocks : cap), kSmemThreads,
                                  sizeof(int) * copies * bins, stream>>>(x, hist, bins, copies, s);
+  return lk_launch_status();
+}
+
+// C = the largest power of two <= 32 copies within SMEM_KB KiB (at least one copy, in what a block
+// may opt in to), one block per SM. Kept under ~100 KiB: the rest of the SM's 256 KiB is L1,
+// where the 128 KiB of loads in flight per SM (1024 threads x U = 8 x 16 B) land.
+template <int U, int SMEM_KB>
+static int launch_histogram_sm(const lk_args* args, cudaStream_t stream) {
+  const int bins = int(args->t[1].numel);
+  const int64_t one = int64_t(sizeof(int)) * bins;
+  if (one > lk_smem_optin() - 1024) {  // one copy would not fit: global atomics instead
+    const int rc = launch_histogram<4, 16>(args, stream);
+    return rc < 0 ? rc : LK_PATH_FALLBACK;
+  }
+  int log_copies = 0;  // copies = 2^log_copies
+  while ((1 << log_copies) < LK_WARP && (2 << log_copies) * one <= (int64_t(SMEM_KB) << 10)) ++log_copies;
+  const int* x = lk_ptr<const int>(args->t[0]);
+  int* hist = lk_ptr<int>(args->t[1]);
+  const void* ptrs[1] = {x};
+  const lk_split s = lk_make_split(args->t[0].numel, 4, sizeof(int), ptrs, 1);
+  const int smem = int(one << log_copies);
+  if (smem > (48 << 10))
+    cudaFuncSetAttribute(histogram_sm_kernel<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  int64_t blocks = ceil_div<int64_t>(s.packs > 0 ? s.packs : 1, int64_t(kSmThreads) * U);
+  blocks = blocks < lk_sm_count() ? blocks : lk_sm_count();
+  cudaMemsetAsync(hist, 0, sizeof(int) * bins, stream);  // blocks add their counts into hist
+  histogram_sm_kernel<U><<<int(blocks), kSmThreads, smem, stream>>>(x, hist, bins, log_copies, s);
   return lk_launch_status();
 }
 

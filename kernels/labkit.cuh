@@ -1,12 +1,20 @@
-// labkit's shared kernel header (no torch): ceil_div, error checks, the generic Pack<T, N>
-// vector type with loads/stores of a chosen access width, the misalignment split used by
-// every vectorized kernel, and warp/block reductions.
+// labkit's shared kernel header (no torch), llm.c's common.h in labkit's terms; from top to bottom:
+//   launcher plumbing      LK_EXPORT, ceil_div, lk_launch_status, lk_ptr
+//   Pack<T, N>             N elements in one aligned register block, moved by lk_load / lk_store<ACCESS>
+//                          with memory instructions of ACCESS bytes each (the access width is a type parameter)
+//   lk_split               scalar head | aligned packs | scalar tail of any n and alignment (lk_make_split,
+//                          lk_edge_index), or "misaligned differently": the caller's scalar kernel
+//   reductions             warp_reduce_sum / warp_reduce_max, block_reduce_sum<THREADS>
+//   conversions            lk_to_float / lk_from_float<T>: storage type <-> f32 math
+//   launch sizing          lk_sm_count, resident_blocks (a grid-stride kernel's grid), lk_smem_optin
+//   the row plan           lk_plan_row and what the row kernels of softmax.cu and norm.cu share:
+//                          lk_launch_smem_row, lk_with_packs, row_reduce, to_floats / from_floats,
+//                          lk_cp_async16, lk_smem_row_load / lk_smem_row_pass
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <stdint.h>
-#include <float.h>
 #include <type_traits>
 #include "lk_abi.h"
 
@@ -63,14 +71,6 @@ __device__ __forceinline__ void lk_store(T* dst, const Pack<T, N>& p) {
   for (int k = 0; k < K; ++k) d[k] = s[k];
 }
 
-// 128-bit load/store helpers (llm.c style) for kernels that do not use Pack.
-template <typename T> __device__ __forceinline__ Pack<T, 16 / sizeof(T)> load128(const T* p) {
-  Pack<T, 16 / sizeof(T)> r; lk_load<16>(r, p); return r;
-}
-template <typename T> __device__ __forceinline__ void store128(T* p, const Pack<T, 16 / sizeof(T)>& v) {
-  lk_store<16>(p, v);
-}
-
 // ---- Split of [0, n) into scalar head | aligned packs | scalar tail --------------------------
 // Vector accesses need every pointer aligned to the pack size. When all pointers share the same
 // misalignment, a scalar head of `head` elements realigns them; otherwise vector = false and the
@@ -117,8 +117,8 @@ __device__ __forceinline__ float warp_reduce_max(float v) {
   return v;
 }
 
-// Every thread of the block gets the block's sum / max. `scratch` holds >= 32 floats; the
-// trailing barrier lets a caller reuse it immediately.
+// Every thread of the block gets the block's sum. `scratch` holds >= 32 floats; the trailing
+// barrier lets a caller reuse it immediately. (A runtime block size: row_reduce, below.)
 template <int THREADS>
 __device__ __forceinline__ float block_reduce_sum(float v, float* scratch) {
   constexpr int WARPS = (THREADS + LK_WARP - 1) / LK_WARP;
@@ -128,19 +128,6 @@ __device__ __forceinline__ float block_reduce_sum(float v, float* scratch) {
   __syncthreads();
   v = lane < WARPS ? scratch[lane] : 0.f;
   v = warp_reduce_sum(v);
-  __syncthreads();
-  return v;
-}
-
-template <int THREADS>
-__device__ __forceinline__ float block_reduce_max(float v, float* scratch) {
-  constexpr int WARPS = (THREADS + LK_WARP - 1) / LK_WARP;
-  const int warp = threadIdx.x / LK_WARP, lane = threadIdx.x % LK_WARP;
-  v = warp_reduce_max(v);
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  v = lane < WARPS ? scratch[lane] : -FLT_MAX;
-  v = warp_reduce_max(v);
   __syncthreads();
   return v;
 }

@@ -1,4 +1,5 @@
-// labkit launcher ABI: plain C, shared by kernel sources (no torch) and the torch binding.
+// labkit's launcher ABI, plain C (no torch): every kernel file exports its launchers through it, and
+// labkit/launch.py calls them through ctypes (its LkTensor and LkArgs mirror the two structs below).
 // Every exported launcher has the signature `int name(const lk_args*, cudaStream_t)`.
 #pragma once
 #include <stdint.h>

@@ -14,8 +14,13 @@
 //                   norm_rows_stream with 16-byte packs. Rows not 16-byte aligned
 //                   (K * itemsize % 16 != 0, or an offset view) run the scalar kernel and
 //                   report LK_PATH_FALLBACK.
-// Helpers of this file: row_reduce (warp or block sum/max for a runtime block size),
-// to_floats / from_floats (pack <-> f32 in 32-bit pairs; the same helpers as softmax.cu).
+//   reference       labkit/ops/norm.py: each op's formula in float64 (the variants' V(...) lines there;
+//                   `labkit list layer_norm`)
+//   below           norm_rows_reg, norm_rows_smem, norm_rows_stream, then the launchers (launch_stream,
+//                   launch_rows_vec, launch_norm); the exported launchers are generated
+// From labkit.cuh (the row plan softmax.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs,
+// row_reduce (warp or block sum for a runtime block size), to_floats / from_floats (pack <-> f32 in
+// 32-bit pairs), lk_smem_row_load / lk_smem_row_pass (the shared-memory row's copy-in and passes).
 #include "labkit.cuh"
 
 // ---- row in registers, as f32 ----------------------------------------------------------------
@@ -150,6 +155,7 @@ __global__ void __launch_bounds__(512) norm_rows_stream(const T* __restrict__ x,
   }
 }
 
+// ---- launchers -----------------------------------------------------------------------------------
 struct NormArgs {
   int64_t rows;
   int K;

@@ -11,8 +11,11 @@
 // row and the tail is just fewer iterations. The float4 paths (k128, k16x4) need K % 4 == 0 and A, x
 // 16-byte aligned (then every row start is aligned); otherwise the VEC=1 kernel runs and the
 // launcher returns LK_PATH_FALLBACK.
+//   reference  labkit/ops/sgemv.py: A @ x in float64 (the variants' V(...) lines there; `labkit list sgemv`)
+//   below      dot, sgemv_kernel, launch_sgemv / run_sgemv; the exported launchers are generated
 #include "labkit.cuh"
 
+// ---- kernel ---------------------------------------------------------------------------------------
 __device__ __forceinline__ float dot(float a, float b) { return a * b; }
 __device__ __forceinline__ float dot(float4 a, float4 b) {
   return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
@@ -71,6 +74,7 @@ sgemv_kernel(const float* __restrict__ A, const float* __restrict__ x, float* __
   }
 }
 
+// ---- launchers: t[0] = A (M x K), t[1] = x (K), t[2] = y (M) ---------------------------------------
 template <int LANES, int VEC, int R>
 static void launch_sgemv(const float* A, const float* x, float* y, int M, int K, cudaStream_t stream) {
   constexpr int rows_per_block = SGEMV_THREADS / LANES * R;

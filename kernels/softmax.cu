@@ -17,13 +17,17 @@
 //                            lane, else a block of <= 1024 (f32) or 256 (16-bit) threads per
 //                            row), one read + one write, one exp per element;
 //                            softmax_rows_smem for longer rows (f32 K > 16384, 16-bit K > 8192):
-//                            the row in shared memory, one read + one write, two exps per
-//                            element; rows beyond the shared memory (f32 K > ~58000, 16-bit
-//                            K > ~116000 on sm_90) run softmax_rows_online with 16-byte packs.
+//                            the row in shared memory, one read + one write, one exp per
+//                            element (f16: two); rows beyond the shared memory (f32 K > ~58000,
+//                            16-bit K > ~116000 on sm_90) run softmax_rows_online, 16-byte packs.
 //                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
 //                            view) run the scalar kernel and report LK_PATH_FALLBACK.
-// Helpers of this file: MS (max, sum) pairs with ms_merge / ms_push, row_reduce (warp or block
-// reduction for a runtime block size).
+// Reference: labkit/ops/softmax.py, x.softmax() in float64 over the vector / along K (the variants'
+// V(...) lines there; `labkit list softmax_rows`). Below: this file's helpers (lk_ex2_ftz; MS (max, sum)
+// pairs with ms_merge / ms_push / warp_reduce_ms / block_reduce_ms), the whole-vector kernels and their
+// launcher, then the row kernels and theirs; the exported launchers are generated. From labkit.cuh (the
+// row plan norm.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce (warp or block
+// reduction for a runtime block size), to_floats / from_floats, lk_cp_async16.
 #include "labkit.cuh"
 
 constexpr float LK_LOG2E = 1.4426950408889634f;
@@ -251,7 +255,11 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
 }
 
 // Rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan),
-// three passes over it (max; e^x and sum; e^x * 1/sum, stored), two exps per element.
+// three passes over it (max; e^x and sum; e^x * 1/sum, stored): one exp per element for f32 and
+// bf16 rows (e^x kept in shared memory), two for f16.
+// The copy-in and the passes are written out here, where norm_rows_smem takes them from labkit.cuh
+// (lk_smem_row_load, lk_smem_row_pass): through those helpers ptxas reordered this kernel's max pass
+// (commit 10ace29 put the written-out form back). Fold the helpers in only with a GPU to check and time both.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
                                                                      int K) {
@@ -263,27 +271,41 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T
   for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
   lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
   float m0 = -INFINITY, m1 = -INFINITY;
-  for (int p = threadIdx.x; p < P; p += blockDim.x) {
-    float v[VEC];
-    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
-#pragma unroll
-    for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, v[k]), m1 = fmaxf(m1, v[k + 1]);
+  if constexpr (std::is_same_v<T, float>) {
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+      for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, s[p * VEC + k]), m1 = fmaxf(m1, s[p * VEC + k + 1]);
+  } else {  // 16-bit rows: max of pairs as stored (exact), 7 instructions a pack, not 21 (H200, K = 50000)
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    T2 a = T2{lk_from_float<T>(-INFINITY), lk_from_float<T>(-INFINITY)}, b = a;
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+      for (int k = 0; k < VEC / 2; k += 2) a = __hmax2(a, reinterpret_cast<const T2*>(s + p * VEC)[k]),
+                                          b = __hmax2(b, reinterpret_cast<const T2*>(s + p * VEC)[k + 1]);
+    a = __hmax2(a, b), m0 = lk_to_float(a.x), m1 = lk_to_float(a.y);
   }
   const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
+  // f32, bf16: e^(x - max) replaces x in shared memory, one exp per element. With two, a bf16 row
+  // of 50000 computed for 3.2 us (2 x 50000 / 16 exps a clock), as long as the SM's other block
+  // takes to load its row on an H200: between them no loads were in flight (91 % of the peak).
+  // bf16's second rounding of e stays under 8e-3; f16's 1e-3 has no room for it: e again.
+  constexpr bool KEEP_E = !std::is_same_v<T, __half>;
   float s0 = 0.f, s1 = 0.f;
   for (int p = threadIdx.x; p < P; p += blockDim.x) {
     float v[VEC];
     to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
-    for (int k = 0; k < VEC; k += 2)
-      s0 += lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)), s1 += lk_ex2_ftz(fmaf(v[k + 1], LK_LOG2E, off));
+    for (int k = 0; k < VEC; ++k) {
+      v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off));
+      if (k % 2) s1 += v[k];
+      else s0 += v[k];
+    }
+    if constexpr (KEEP_E) from_floats(*reinterpret_cast<Pack<T, VEC>*>(s + p * VEC), v);
   }
   const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
   for (int p = threadIdx.x; p < P; p += blockDim.x) {
     float v[VEC];
     to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off)) * inv;
+    for (int k = 0; k < VEC; ++k) v[k] = (KEEP_E ? v[k] : lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off))) * inv;
     Pack<T, VEC> o;
     from_floats(o, v);
     lk_store<16>(yr + p * VEC, o);

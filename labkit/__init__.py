@@ -10,6 +10,7 @@ The public face (importing labkit does not import torch):
     labkit.reconcile(op, variant, shape, dtype)          every clock (nvbench, triton, nsys) on one config
     labkit.connect(address, token, name=...)             measure on a workshop's `labkit serve` box
 """
+from . import cache_states, device
 from .calls import call  # noqa: F401  (no torch at import; one attribute lookup less per call)
 from .errors import BuildError, CompileError, ConfigError, LabkitError, LaunchError, NoGPUError  # noqa: F401
 from .registry import get_op, ops as catalog  # noqa: F401  (labkit.ops is the package of op modules)
@@ -68,12 +69,10 @@ def measure(fn, mode="cold", **rule):
     sampling. A rotating state takes a list of callables, one per input/output set (together >= 3x
     the L2). Returns a Measurement (`.summary.median` seconds, `.samples_s`, `.stop_reason`).
     triton's do_bench counterpart."""
-    from .cache_states import get
     from .config import make_rule
-    from .device import require_gpu
     from .timing import measure as _measure
 
-    state = get(mode)
+    state = cache_states.get(mode)
     fns = fn if isinstance(fn, (list, tuple)) and state.rotate else [fn]
     if not fns or not all(callable(f) for f in fns):
         raise ConfigError(f"labkit.measure takes a callable that launches GPU work, e.g. "
@@ -82,5 +81,5 @@ def measure(fn, mode="cold", **rule):
         raise ConfigError(f"mode {mode!r} cycles through buffer sets: pass a list of callables, one per "
                           "input/output set, together >= 3x the L2 (one callable on one set is what 'hot' times)")
     r = make_rule(None, **rule)
-    require_gpu()
+    device.require_gpu()
     return _measure(fn, mode, r)

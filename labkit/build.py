@@ -24,11 +24,16 @@ import re
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
+from . import device
 from .errors import BuildError, CompileError, ConfigError, ToolMissingError
 from .paths import KERNELS_DIR, cache_root, write_atomic
+from .toolkit import cuda_home, nvcc_path, run
 
 NVCC_FLAGS = ("-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr")
 LOCK_WAIT_S = 900            # longest wait for another process's build of the same folder
@@ -56,9 +61,7 @@ def target_arch() -> str:
     env = os.environ.get("LABKIT_ARCH")
     if env:
         return check_arch(env)
-    from .device import properties
-
-    return properties()["arch"]
+    return device.properties()["arch"]
 
 
 def arch_flags(arch: str) -> list:
@@ -67,8 +70,6 @@ def arch_flags(arch: str) -> list:
 
 def _toolchain_key() -> str:
     import torch
-
-    from .toolkit import nvcc_path
 
     try:
         nvcc = nvcc_path()
@@ -156,8 +157,6 @@ def _require_toolkit():
     import torch
     from torch.utils import cpp_extension
 
-    from .toolkit import cuda_home
-
     if not torch.backends.cuda.is_built():
         raise ToolMissingError(f"this torch ({torch.__version__}) is a CPU-only build: kernels need a CUDA build of torch")
     home = cuda_home()
@@ -183,15 +182,11 @@ class _FolderLock:
     build, and is taken over."""
 
     def __init__(self, build_dir: Path, wait_s: float = LOCK_WAIT_S):
-        from filelock import FileLock
-
         self.dir, self.wait_s = build_dir, wait_s
         self.lock = FileLock(str(build_dir / ".labkit.lock"))
         self.owner = build_dir / ".labkit.owner"
 
     def __enter__(self):
-        from filelock import Timeout
-
         t0, told = time.monotonic(), False
         while True:
             try:
@@ -290,8 +285,6 @@ def _ninja(build_directory: str, verbose: bool, error_prefix: str) -> None:
     """cpp_extension's ninja step through toolkit.run: bounded by nvcc's timeout, the whole group
     (ninja, nvcc, cicc, ptxas) killed past it. A failed build raises RuntimeError with ninja's output,
     as cpp_extension's does."""
-    from .toolkit import run
-
     jobs = os.environ.get("MAX_JOBS", "")  # cpp_extension's knob for ninja's -j
     jobs = ["-j", jobs] if jobs.isdigit() else []
     r = run(["ninja", "-v", *jobs], "nvcc", cwd=build_directory, what=f"nvcc (ninja building {Path(build_directory).name})")
@@ -309,8 +302,6 @@ def family_library(family: str, exports, arch: str | None = None, tag: str = "")
 
 def build_all(families: dict, arch: str | None = None) -> dict:
     """Build every family library (families: file -> exports) and the harness, in parallel."""
-    from concurrent.futures import ThreadPoolExecutor
-
     arch = arch or target_arch()
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         jobs = {Path(f).stem: pool.submit(family_library, f, ex, arch) for f, ex in families.items()}

@@ -23,11 +23,20 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 from pathlib import Path
 
-from . import cache_states
+from filelock import FileLock
+
+from . import cache_states, device
+from .cupti import cupti_free
+from .errors import LabkitError
+from .launch import harness_launcher, launcher_for
 from .paths import cache_root, results_dir, write_atomic
+from .registry import get_op
+from .stats import StopRule
+from .timing import measure as timed
 
 COPY_BYTES = 1 << 30
 FMA_ITERS = 4096
@@ -48,8 +57,6 @@ def _read(path: Path) -> dict:
 
 
 def _write(path: Path, uuid: str, entry: dict) -> Path:
-    from filelock import FileLock
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # the lock file stays: deleting it after the release lets a second writer in (filelock's docs)
@@ -78,9 +85,7 @@ def ref_of(slug: str, entry: dict) -> str:
 def device_facts(remeasure: bool = False, root=None) -> dict | None:
     """The ceilings of this process's GPU: read from the results folder, measured if absent (not
     under a profiler: then another clean entry of this model, or None)."""
-    from .device import properties
-
-    p = properties()
+    p = device.properties()
     return _facts(p["slug"], p["uuid"], p["gpu"], remeasure, str(results_dir(root)))
 
 
@@ -90,8 +95,6 @@ def _devices(slug, root):
 
 
 def _facts(slug, uuid, gpu, remeasure, root):
-    from .cupti import cupti_free
-
     entry = None if remeasure else _devices(slug, root).get(uuid)
     if entry is not None and entry.get("profiled"):
         entry = None  # measured under a profiler: measure again where CUPTI is free
@@ -112,11 +115,6 @@ def _facts(slug, uuid, gpu, remeasure, root):
 
 def clean_run() -> None:
     """Raise unless CUPTI is free in this process: ceilings come only from runs outside a profiler."""
-    import os
-
-    from .cupti import cupti_free
-    from .errors import LabkitError
-
     if not cupti_free():
         raise LabkitError("ceilings are measured only where CUPTI is free: this process runs under Nsight "
                           f"(CUDA_INJECTION64_PATH={os.environ.get('CUDA_INJECTION64_PATH')}), whose interception "
@@ -127,14 +125,8 @@ def measure() -> dict:
     """Measure every ceiling of this GPU now (about 5-10 s). Refused under a profiler."""
     import torch
 
-    from .device import properties, provenance
-    from .launch import harness_launcher, launcher_for
-    from .registry import get_op
-    from .stats import StopRule
-    from .timing import measure as timed
-
     clean_run()
-    p = properties()
+    p = device.properties()
     rule = StopRule(noise_target=0.01, min_samples=10, max_samples=200, budget_s=1.0)
     copy = get_op("copy")
     w16 = launcher_for(copy, copy.variant("w16"))
@@ -173,4 +165,4 @@ def measure() -> dict:
             "fma_tflops": flops / t_fma / 1e12, "floor": floor,
             "spec": {k: p[k] for k in ("mem_gbps", "fp32_tflops", "spec_of")},
             "uuid": p["uuid"], "sm_count": p["sm_count"], "l2_bytes": p["l2_bytes"], "profiled": False,
-            **provenance()}
+            **device.provenance()}

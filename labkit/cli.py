@@ -4,11 +4,19 @@ hands them to the one run loop (labkit.session)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import pydoc
 import sys
+import time
 
-from . import cache_states
+from . import cache_states, device
 from .errors import ConfigError, LabkitError
+from .notebooks import add_parser as add_workshop_parser, cmd_workshop
+from .registry import family_exports, get_op, ops
+from .selftest import aa
+from .version import __version__
+from .why import why
 
 EPILOG = """examples:
   labkit                                   seed 000's add table on this GPU (a summary without one)
@@ -89,8 +97,6 @@ def _parser() -> argparse.ArgumentParser:
 
     add_profile_parser(sub)
     add_reconcile_parser(sub)
-    from .notebooks import add_parser as add_workshop_parser
-
     add_workshop_parser(sub)
     add_serve_parser(sub)
     return p
@@ -113,12 +119,9 @@ def _common(p):
 
 
 def _rule(a):
+    """--budget and --noise as a StopRule (which checks them: the command line adds no checks of its own)."""
     from .config import make_rule
 
-    if not a.budget > 0:
-        raise ConfigError(f"--budget must be > 0 seconds of sampling per configuration, got {a.budget}")
-    if not 0 < a.noise < 1:
-        raise ConfigError(f"--noise must be in (0, 1) (a relative noise target, e.g. 0.005), got {a.noise}")
     return make_rule(budget_s=a.budget, noise_target=a.noise)
 
 
@@ -176,8 +179,6 @@ def cmd_bench(a):
     from .config import plan
     from .tables import pivot_table, seed_table
 
-    if a.width is not None and not a.dtype:
-        raise ConfigError("--width needs --dtype: vector widths are per dtype (see `labkit list`)")
     _outputs(a)
     configs = plan(a.op, a.variants, a.dtype, a.shapes, tuple(a.mode), a.width, a.offset, _rule(a),
                    axes=_axes(a.axis) or None)
@@ -218,8 +219,6 @@ def cmd_sweep(a):
 
 
 def cmd_list(a):
-    from .registry import get_op, ops
-
     for op in [get_op(a.op)] if a.op else ops().values():
         print(f"{op.name}: {op.title}  (kernels/{op.source}; shape {'x'.join(op.shape_axes)}; {op.bound}-bound)")
         for v in op.variants_for(include_torch=False):
@@ -233,10 +232,10 @@ def cmd_list(a):
 
 
 def cmd_sass(a):
-    from . import sass
+    from . import sass, sass_diff
 
     if a.diff:
-        print(sass.diff_text(a.op, *a.diff, arch=a.arch))
+        print(sass_diff.diff_text(a.op, *a.diff, arch=a.arch))
         return 0
     print(sass.report(a.op, a.arch).to_string(index=False))
     return 0
@@ -257,10 +256,7 @@ def cmd_peak(a):
 
 
 def cmd_build(a):
-    import time
-
     from .build import build_all
-    from .registry import family_exports, ops
 
     t = time.perf_counter()
     libs = build_all({o.source: family_exports(o.source) for o in ops().values()})
@@ -273,8 +269,6 @@ def cmd_recorded(a, summary=False):
 
     text = recorded_text(a.path, summary=summary)
     if sys.stdout.isatty() and not summary:  # thousands of lines: $PAGER (less); a pipe or file gets them all
-        import pydoc
-
         os.environ.setdefault("LESS", "FRX")  # as git: less quits at once when the text fits one screen
         pydoc.pager(text)
     else:
@@ -283,16 +277,12 @@ def cmd_recorded(a, summary=False):
 
 
 def cmd_why(a):
-    from .why import why
-
     print(why(a.op, a.variant, a.shape, a.dtype, recorded=a.recorded or a.gpu is not None, gpu=a.gpu,
               budget_s=a.budget).text())
     return 0
 
 
 def cmd_aa(a):
-    from .selftest import aa
-
     _outputs(a)
     res = aa(a.op, a.variant, a.shape, a.dtype, a.mode, a.pairs, _rule(a), workers=not a.in_process, gpus=a.gpus,
              kernel_time=a.kernel_time, energy=a.energy)
@@ -302,12 +292,7 @@ def cmd_aa(a):
 
 
 def version_text() -> str:
-    import importlib.util
-
-    from .device import commit
-    from .version import __version__
-
-    c = commit()
+    c = device.commit()
     text = f"labkit {__version__} (commit {c['commit']}{'+dirty' if c.get('dirty') else ''})"
     if importlib.util.find_spec("torch"):
         import torch
@@ -334,17 +319,14 @@ def _main(argv) -> int:
             print(version_text())
             return 0
         if a.cmd is None:  # the useful default: seed 000's table on this GPU, else the recorded summary
-            from .device import NO_GPU, gpu_present
-
-            if not gpu_present():
-                print(f"labkit: {NO_GPU}\n", file=sys.stderr)
+            if not device.gpu_present():
+                print(f"labkit: {device.NO_GPU}\n", file=sys.stderr)
                 return cmd_recorded(p.parse_args(["recorded"]), summary=not a.all)
             from .main_job import main as main_job
 
             return main_job(_ex_kw(p.parse_args(["bench", "add"])))
         from .clocks.cli import cmd_reconcile
         from .nsight.cli import cmd_profile
-        from .notebooks import cmd_workshop
         from .serve.server import cmd_serve
 
         return {"bench": cmd_bench, "sweep": cmd_sweep, "list": cmd_list, "sass": cmd_sass, "peak": cmd_peak,

@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import threading
 import time
+import traceback
 import uuid
 
+from .cluster_procs import LocalProcesses
 from .errors import ConfigError, LabkitError
+from .ranges import Scope
+from .runner import ContextLost
+from .worker_child import resolve
 from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, START_TIMEOUT_S, WorkerError, failure_row
 
 _state: dict = {}  # per worker process: the runner and the NVTX scope
@@ -69,10 +74,6 @@ def _run_group(title, configs, spec, run_id, task_id):
 
 def _stream(title, configs, spec, task_id, q, stop, addr):
     """_run_group's configurations, each announced and its row put on the run's queue `q`."""
-    from .runner import ContextLost
-    from .session import Scope
-    from .worker_child import resolve
-
     if "runner" not in _state:
         _state["runner"] = resolve(spec[0])(**spec[1])
         _state["scope"] = Scope()
@@ -98,8 +99,6 @@ def _stream(title, configs, spec, task_id, q, stop, addr):
             q.put({"kind": "config_error", "task": task_id, "message": str(e)})
             return {"end": "error"}
         except Exception as e:  # noqa: BLE001 - a Python error: raised in the parent, as with local workers
-            import traceback
-
             q.put({"kind": "crash", "task": task_id, "message": f"{cfg.describe()}: {type(e).__name__}: {e}",
                    "traceback": traceback.format_exc()})
             return {"end": "error"}
@@ -136,8 +135,6 @@ class DaskExecutor:
         self._kept: list = []  # rows that arrived with a Ctrl-C, for the caller's log (take_rows)
         self._settling: list = []  # threads releasing interrupted runs once their tasks have ended
         if cluster == "local-cuda":
-            from .cluster_procs import LocalProcesses
-
             self._own = LocalProcesses("cuda", gpus=gpus)
             self.client = self._own.client
         elif isinstance(cluster, str):

@@ -10,6 +10,7 @@ lifeline pipe, so
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -18,7 +19,9 @@ import tempfile
 import threading
 import time
 
+from .device import resolve_gpus
 from .errors import LabkitError
+from .worker_child import watch
 from .workers import START_TIMEOUT_S
 
 _MAINS = {
@@ -30,10 +33,6 @@ _MAINS = {
 
 def _main(lifeline: int, which: str, *args: str) -> None:
     """A cluster process: watch the lifeline, then run the Dask command line `which` with `args`."""
-    import importlib
-
-    from .worker_child import watch
-
     threading.Thread(target=watch, args=(lifeline,), daemon=True).start()
     mod, name, pre = _MAINS[which]
     getattr(importlib.import_module(mod), name)([*pre, *args])
@@ -55,8 +54,6 @@ class LocalProcesses:
                 import dask_cuda  # noqa: F401 - only whether it is there; it runs in the worker process
             except ImportError:
                 raise LabkitError("--cluster local-cuda needs dask-cuda: `pip install 'labkit[cluster]'`") from None
-            from .device import resolve_gpus
-
             found = resolve_gpus(gpus)
             n = len(found)
             env["CUDA_VISIBLE_DEVICES"] = ",".join(g["uuid"] for g in found)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from . import cache_states
 from .errors import ConfigError
 from .registry import Op, Variant, get_op
+from .schema import key, variant_label
 from .spec import check_width
 from .stats import StopRule
 
@@ -41,14 +42,17 @@ class Config:
     @property
     def variant_s(self) -> str:
         """The variant's name with its axis values, e.g. 'f16x8_pack' or 'f16x8_pack[block=512]'."""
-        if not self.axes:
-            return self.variant.name
-        return f"{self.variant.name}[{','.join(f'{k}={v}' for k, v in self.axes)}]"
+        return variant_label(self.variant.name, self.axes)
+
+    def head(self) -> dict:
+        """The fields every row of this configuration starts with: its key (labkit.schema.KEY) and offset."""
+        return {"op": self.op, "variant": self.variant_s, "dtype": self.dtype, "shape": self.shape_s,
+                "mode": self.mode, "offset": self.offset}
 
     @property
     def key(self) -> tuple:
-        """What identifies a row (resume, caches): op, variant (with axes), dtype, shape, mode."""
-        return (self.op, self.variant_s, self.dtype, self.shape_s, self.mode)
+        """What identifies a row (resume, caches): schema.key of its rows."""
+        return key(self.head())
 
     @property
     def group(self) -> tuple:
@@ -80,6 +84,13 @@ def make_rule(rule=None, **overrides) -> StopRule:
     return replace(base, **overrides)  # StopRule checks its values (finite, in range) itself
 
 
+def check_offset(offset) -> int:
+    """Elements into the buffer (misaligned views): an int >= 0, else ConfigError."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    return offset
+
+
 def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mode: str = "cold", offset: int = 0,
             rule=None, timed: bool = True, axes=None) -> Config:
     """One Config from names (or objects), every part checked with a clear error."""
@@ -89,8 +100,7 @@ def resolve(op, variant: str | Variant, dtype: str | None = None, shape=None, mo
         raise ConfigError(f"{o.name} variant {v.name!r} runs on {v.dtype}, not {dtype}")
     s = o.parse_shape(shape) if shape is not None else o.default_shapes[0]
     cache_states.check(mode)
-    if not isinstance(offset, int) or offset < 0:
-        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    check_offset(offset)
     ax = o.check_axes(v, axes) if axes else ()
     return Config(o.name, v, s, mode, offset, make_rule(rule), timed, ax)
 
@@ -105,8 +115,7 @@ def plan(op, variants=None, dtype: str | None = None, shapes=None, modes=("cold"
     """The Configs of a bench or sweep: variants (names, 'all', or by dtype / width) x shapes x modes
     (x tuning-axis values). With `baseline`, torch runs first in each group so ratios exist."""
     o = get_op(op)
-    if not isinstance(offset, int) or offset < 0:
-        raise ConfigError(f"offset (elements into the buffer, for misaligned views) must be an int >= 0, got {offset!r}")
+    check_offset(offset)
     modes = _each(modes)
     for m in modes:
         cache_states.check(m)

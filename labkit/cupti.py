@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import os
 import statistics
+import warnings
+
+from .launch import harness_launcher
 
 BEGIN, END = "lk_mark_begin", "lk_mark_end"
 
@@ -33,8 +36,6 @@ class Probe:
     record, or None with p.error saying why."""
 
     def __init__(self):
-        from .launch import harness_launcher
-
         import torch
 
         self._prof, self.records, self.error = None, None, None
@@ -55,8 +56,6 @@ class Probe:
         self._end()
 
     def __enter__(self) -> "Probe":
-        import warnings
-
         from torch.autograd.profiler import profile
 
         if self.error:
@@ -74,8 +73,6 @@ class Probe:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
-        import warnings
-
         import torch
 
         if self._prof is None:

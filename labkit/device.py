@@ -9,6 +9,7 @@ import os
 from .errors import ConfigError, NoGPUError
 from .paths import ROOT, gpu_slug
 from .toolkit import run
+from .version import __version__
 
 NO_GPU = ("No CUDA GPU is visible (torch.cuda.is_available() is False): labkit builds and times kernels "
           "only on an NVIDIA GPU. Without one, explore the recorded results shipped in results/ "
@@ -175,8 +176,6 @@ def commit() -> dict:
 def provenance() -> dict:
     """What every result records about where and when it was measured."""
     import torch
-
-    from .version import __version__
 
     p = properties()
     return {"gpu": p["gpu"], "gpu_index": p["index"], "driver": p["driver"], "cuda": torch.version.cuda,

@@ -2,6 +2,8 @@
 
 * energy per launch: `sustained(fn)` runs fn's launches back to back and reads the driver's
   energy counter from one of its steps to another (see back_to_back); what labkit records.
+  `measure(fn, mode, ...)` composes the two: labkit.timing.measure with a Sampler over its timed
+  loop, then `sustained` (timing knows nothing of energy).
 * `Sampler.start()` / `stop(launches)` around any loop: power, SM clock, temperature polled every
   `period_s` by a thread (mean, min, max), whether a power/thermal slowdown was active in any poll
   (`throttled`), and the counter read at both ends (`energy_source` 'counter'; without one, mean
@@ -14,8 +16,15 @@ Without NVML (no pynvml, no driver, no handle for this GPU) `stop` returns {'nvm
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import threading
 import time
+from collections import deque
+
+from . import timing
+from .device import nvml, nvml_handle, throttled
+from .ranges import nvtx_range
 
 
 def unavailable(nv, handle) -> str:
@@ -37,8 +46,6 @@ class Sampler:
 
     def __init__(self, period_s: float = 0.01, device: int | None = None, nv=None, handle=None, sync=None):
         if nv is None:
-            from .device import nvml, nvml_handle
-
             nv = nvml()
             handle = nvml_handle(device) if nv is not None else None
         self.period_s = period_s
@@ -67,8 +74,6 @@ class Sampler:
     def poll(self):
         """One sample: (power W, SM clock MHz | None, temperature C | None, throttled | None), or
         None when power cannot be read."""
-        from .device import throttled
-
         nv = self.nv
         mw = self._read(nv.nvmlDeviceGetPowerUsage)
         if mw is None:
@@ -163,18 +168,14 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
     is busy the whole time the counter runs. The timed loop cannot give this: between its samples
     the GPU waits for the host (and, cold, flushes L2), and that idle energy divided by the launches
     counted too (H100, add f16x8 4096x4096 cold: 33 µs at 0.030 J a launch, i.e. 890 W)."""
-    import math
-
     import torch
-
-    from .timing import HOT_MAX_BATCH, _capture, estimate
 
     meter = meter if meter is not None else Sampler()
     if not meter.available:
         return {"nvml": meter.why}
-    est = max(estimate(fn), 1e-7)
-    batch = max(1, min(HOT_MAX_BATCH, int(2e-3 / est)))
-    graph = _capture([fn] * batch)
+    est = max(timing.estimate(fn), 1e-7)
+    batch = max(1, min(timing.HOT_MAX_BATCH, int(2e-3 / est)))
+    graph = timing.capture([fn] * batch)
 
     def replay():
         if graph is not None:
@@ -200,6 +201,20 @@ def sustained(fn, min_s: float = SUSTAIN_S, meter: "Sampler | None" = None) -> d
     return back_to_back(replay, batch, meter, gpu_s, min_s, depth)
 
 
+def measure(fn, mode: str = "cold", rule=None, ranges: bool = False, **kw):
+    """labkit.timing.measure(fn, mode, rule, ...) with NVML over it: clocks, temperature and
+    throttling from the timed loop, energy per launch from the launches back to back (`sustained`,
+    after the timed loop, in an NVTX range 'energy' of its own); `Measurement.energy`."""
+    m = timing.measure(fn, mode, rule, ranges=ranges, meter=Sampler(), **kw)
+    if m.energy and m.energy.get("nvml") == "ok":
+        with nvtx_range("energy") if ranges else contextlib.nullcontext():
+            b2b = sustained(fn[0] if isinstance(fn, (list, tuple)) else fn)
+        keep = {k: v for k, v in m.energy.items() if k.startswith(("sm_clock", "temp", "nvml"))}
+        m.energy = {**b2b, **keep, "throttled": bool(m.energy.get("throttled") or b2b.get("throttled"))}
+        m.throttled = m.throttled or m.energy["throttled"]
+    return m
+
+
 def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUSTAIN_S, depth: int = 4,
                  clock=time.perf_counter) -> dict:
     """Replays of `batch` launches kept back to back under `meter`; the energy fields per launch.
@@ -214,8 +229,6 @@ def back_to_back(replay, batch: int, meter: "Sampler", gpu_s, min_s: float = SUS
     reads it). The first step is only waited for: the energy counted up to it may hold time from
     before the replays. Without a counter (or one that stands still) the polled power stands in
     ('power x time')."""
-    from collections import deque
-
     replay()  # the first replay outside: graph upload, clocks up
     meter.start()
     reps, steps, reads, queued = 0, [], [], deque()

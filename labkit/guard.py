@@ -1,6 +1,6 @@
 """The physics guard: a row's time against the bytes that must cross DRAM while it was timed.
 
-From the op's footprint (labkit.spec.Op.footprint: bytes read and bytes written, each once) and the
+From the op's footprint (labkit.spec.Cost.footprint: bytes read and bytes written, each once) and the
 row's cache state (labkit.cache_states: which of them must cross DRAM inside the timed region), the
 DRAM bandwidth the row's time implies at the least (`dram_gbps`), beside the bandwidth its byte model
 implies (`bytes` over the row's shortest time: kernel or event). The datasheet's memory bandwidth is
@@ -23,6 +23,9 @@ from __future__ import annotations
 import math
 
 from .cache_states import STATES
+from .device import spec
+from .errors import LabkitError
+from .registry import get_op
 
 OK = "ok"
 SERVED, ABSORBED, UNEXPLAINED = ("above-spec: served from L2", "above-spec: writes absorbed by L2",
@@ -92,10 +95,6 @@ def of_row(row, facts=None) -> dict:
     """check() of a result row (live or recorded, old rows included): footprint from the op
     registry, time = the shorter of kernel and event time, L2 size and copy peak from `facts` (a
     device's ceilings, labkit.ceilings) or the row, the datasheet bandwidth from the row or the GPU's name."""
-    from .device import spec
-    from .errors import LabkitError
-    from .registry import get_op
-
     facts = facts or {}
     empty = {"dram_guard": None, "dram_gbps": None, "dram_note": None}
     if row.get("status", "ok") != "ok":
@@ -105,15 +104,15 @@ def of_row(row, facts=None) -> dict:
         shape = op.parse_shape(str(row.get("shape")))
     except LabkitError:
         return empty
-    if op.footprint is None:
+    if op.cost.footprint is None:
         return empty
-    reads, writes = op.footprint(shape, row.get("dtype"))
+    reads, writes = op.cost.footprint(shape, row.get("dtype"))
     times = [t for t in (_num(row.get("time_us")), _num(row.get("kernel_us"))) if t and t > 0]
     if not times:
         return empty
     spec_gbps = _num(row.get("spec_gbps")) or _num((facts.get("spec") or {}).get("mem_gbps")) or \
         spec(str(row.get("gpu") or facts.get("gpu") or ""))["mem_gbps"]
     peak = _num(row.get("peak_gbps")) or _num(facts.get("copy_peak_gbps"))
-    model = _num(row.get("bytes")) or op.bytes_moved(shape, row.get("dtype"))
+    model = _num(row.get("bytes")) or op.cost.bytes_moved(shape, row.get("dtype"))
     return check(str(row.get("mode")), reads, writes, model, min(times) * 1e-6, _num(facts.get("l2_bytes")),
                  spec_gbps, peak, int(_num(row.get("buffer_sets")) or 1))

@@ -22,15 +22,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 
+import labkit
+
+from . import device, recorded, sass, session
+from .ceilings import in_force
+from .config import resolve
+from .device import spec
 from .errors import CompileError, LabkitError
-from .paths import write_atomic
+from .guard import of_row
+from .inline_kernel import render
+from .paths import cache_root, gpu_slug, results_dir, write_atomic
+from .records import ResultLog
+from .remote import connected
+from .schema import GPU_KEY, base_variant, shown, split_variant
 from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
-COLS = ["gpu", "op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "gbps", "pct_peak",
-        "peak_gbps", "vs_torch", "tflops", "bytes", "date", "commit", "sweep", "slug"]
 LIVE = None  # set on first use by live(); a test may set it to exercise the live path
 
 
@@ -38,12 +48,9 @@ def live() -> bool:
     """True when this process sees a CUDA GPU or is connected to `labkit serve` (the labs then
     measure), False in recorded mode."""
     global LIVE
-    from .device import has_gpu
-    from .remote import connected
-
     if LIVE is None:
         try:
-            LIVE = bool(has_gpu())
+            LIVE = bool(device.has_gpu())
         except Exception:  # no CUDA build of torch, no driver: recorded mode
             LIVE = False
     return connected() is not None or LIVE
@@ -52,17 +59,12 @@ def live() -> bool:
 def start() -> bool:
     """The lab's first output: LIVE (and which GPUs), or RECORDED MODE with the recorded data's banner
     (GPUs, drivers, dates, commits), or that no recorded data exists yet. Returns live()."""
-    from . import recorded
-    from .remote import connected
-
     server = connected()
     if server is not None:
         print(f"LIVE: measuring on the workshop's GPU box {server.address} ({', '.join(server.info['gpus'])})")
         return True
     if live():
-        from .device import visible_gpus
-
-        names = sorted({g["name"] for g in visible_gpus()})
+        names = sorted({g["name"] for g in device.visible_gpus()})
         print(f"LIVE: measuring on this machine's GPU ({', '.join(names) or 'CUDA device'})")
         return True
     print(f"RECORDED MODE: no GPU here; showing results recorded on real GPUs ({recorded.results_dir()})")
@@ -78,12 +80,8 @@ def start() -> bool:
 
 
 def empty():
-    return __import__("pandas").DataFrame(columns=COLS)
-
-
-def base(variant: str) -> str:
-    """'f16x8_pack[block=512]' -> 'f16x8_pack'."""
-    return str(variant).split("[")[0]
+    """No rows, with the columns the schema shows in the labs (labkit.schema)."""
+    return __import__("pandas").DataFrame(columns=shown("labs"))
 
 
 def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=None, axes=None,
@@ -93,10 +91,6 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
     other recorded files of the op when none has it and `fallback`). One row per GPU x variant x
     dtype x shape x mode, the newest. `axes` sweeps tuning axes and `energy` samples NVML (live).
     Without recorded data: an empty frame and a line saying so."""
-    import labkit
-
-    from . import recorded
-
     o = labkit.get_op(op)
     want = [o.format_shape(o.parse_shape(s)) for s in shapes] if shapes else None
     if live():
@@ -120,12 +114,12 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
         df = df[df["dtype"] == dtype]
     if variants is not None:
         names = [variants] if isinstance(variants, str) else list(variants)
-        df = df[df["variant"].map(base).isin([*names, "torch"])]
+        df = df[df["variant"].map(base_variant).isin([*names, "torch"])]
     if want is not None:
         df = df[df["shape"].isin(want)]
     if "date" in df.columns:
         df = df.sort_values("date", kind="stable")
-    df = df.drop_duplicates(["gpu", "variant", "dtype", "shape", "mode"], keep="last").reset_index(drop=True)
+    df = df.drop_duplicates(list(GPU_KEY), keep="last").reset_index(drop=True)
     if say:
         for gpu, g in df.groupby("gpu", sort=True):
             files = ", ".join(f"results/{s}/{w}.jsonl" for s, w in sorted(set(zip(g["slug"], g["sweep"]))))
@@ -136,12 +130,8 @@ def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=N
 def with_axes(df, op):
     """The rows with `base` (the variant without axis values) and one column per tuning axis of `op`,
     defaults filled in ('f16x8_pack' at the default block reads as block=256)."""
-    import labkit
-
-    from .nsight.names import split_variant
-
     o = labkit.get_op(op)
-    out = df.assign(base=df["variant"].map(base)) if len(df) else df.assign(base=None)
+    out = df.assign(base=df["variant"].map(base_variant)) if len(df) else df.assign(base=None)
     for name, (default, _) in o.axes.items():
         out[name] = [split_variant(v)[1].get(name, default) for v in out["variant"]] if len(out) else []
     return out
@@ -150,8 +140,6 @@ def with_axes(df, op):
 def with_guard(df):
     """The rows with the physics guard's verdict and reason (labkit.guard: dram_guard, dram_note), from
     each GPU's ceilings (facts()): why a row sits above the copy peak or the datasheet, when it does."""
-    from .guard import of_row
-
     fx = {g: facts(g) for g in set(df["gpu"])} if len(df) else {}
     found = [of_row(r, fx[r["gpu"]]) for r in df.to_dict("records")]
     return df.assign(dram_guard=[f["dram_guard"] for f in found], dram_note=[f["dram_note"] for f in found])
@@ -159,8 +147,6 @@ def with_guard(df):
 
 def sweep_files(sweep: str) -> dict:
     """{gpu folder: results/<gpu>/<sweep>.jsonl or None} for every recorded GPU folder."""
-    from .paths import results_dir
-
     root = results_dir()
     folders = sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
     return {p.name: (p / f"{sweep}.jsonl" if (p / f"{sweep}.jsonl").exists() else None) for p in folders}
@@ -209,8 +195,6 @@ def panels(titles: list, cols: int = 2, row_px: int = 330, gap_px: int = 120, to
     """A plotly figure with a panel per title, `cols` to a row. Spacing is set in pixels (plotly's
     is a fraction of the figure, which shrinks as rows are added), so that a panel's x-axis labels
     and the next row's title of two lines stay apart; keep titles short enough for 1/`cols` of the width."""
-    import math
-
     from plotly.subplots import make_subplots
 
     rows = math.ceil(len(titles) / cols)
@@ -237,10 +221,6 @@ def facts(gpu: str) -> dict:
     """The ceilings of `gpu` (the entry in force of results/<gpu>/device.json: labkit.ceilings.in_force),
     else its recorded copy peak (copy-peak.json), with the datasheet numbers under 'spec'; 'missing'
     names what is not there."""
-    from .ceilings import in_force
-    from .device import spec
-    from .paths import gpu_slug, results_dir
-
     folder = results_dir() / gpu_slug(gpu)
     try:
         devices = list(json.loads((folder / "device.json").read_text()).get("devices", {}).values())
@@ -261,25 +241,17 @@ def facts(gpu: str) -> dict:
 # ---- machine code ---------------------------------------------------------------------------------
 def kernel_sass(op, variant: str, dtype=None, arch: str = ARCH) -> dict:
     """A shipped variant's kernel in its family's cubin (labkit.sass.find_kernel's dict)."""
-    import labkit
-
-    from . import sass
-
     o = labkit.get_op(op)
     return sass.variant_kernel(o, o.variant(variant, dtype), arch)
 
 
 def instructions(lines) -> list:
     """[(address, opcode, operands)] of SASS lines (labkit.sass.instructions, as tuples)."""
-    from . import sass
-
     return [(i["addr"], i["opcode"], i["args"]) for i in sass.instructions(lines)]
 
 
 def mem_mix(lines) -> dict:
     """Global loads / stores by width, e.g. {'LDG 128': 2, 'STG 16': 1}."""
-    from . import sass
-
     out: dict = {}
     for i in sass.instructions(lines):
         if i["base"] in ("LDG", "STG"):
@@ -294,12 +266,6 @@ def cell_sass(op, source: str, kernel: str, dtype: str = "f32", width: int = 1, 
     registers, shared, local). With `launcher` the source is wrapped as labkit.inline would (the op's
     launcher template), else compiled alone. The .cu and the cubin live in the build cache, named by
     content, so a re-run compiles nothing; an nvcc error raises CompileError with the cell's line."""
-    import labkit
-
-    from . import sass
-    from .inline_kernel import render
-    from .paths import cache_root
-
     text = render(labkit.get_op(op), "cell", source, kernel, dtype, width, block) if launcher else source
     stem = re.sub(r"\W+", "_", kernel)[:40]
     path = cache_root() / "labs" / f"{stem}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.cu"
@@ -311,8 +277,6 @@ def cell_sass(op, source: str, kernel: str, dtype: str = "f32", width: int = 1, 
 
 def widest(f: dict, kind: str) -> int:
     """The widest global load (kind='LDG') or store ('STG') of a kernel, in bits (0: none)."""
-    from . import sass
-
     return max(sass.mem_widths(f["sass"], kind), default=0)
 
 
@@ -320,8 +284,6 @@ def widest(f: dict, kind: str) -> int:
 def try_kernel(ex, op: str, name: str, source: str, kernel: str, dtype: str, width: int = 1, block: int = 256):
     """On a GPU: compile `source` as variant `name` of `op` (labkit.inline through the explorer `ex`,
     which then shows it). Without one: say the self-check reads its machine code instead."""
-    import labkit
-
     if not live():
         print("no GPU: the self-check below compiles the kernel and reads its machine code; it does not run it")
         return None
@@ -336,30 +298,21 @@ def try_kernel(ex, op: str, name: str, source: str, kernel: str, dtype: str, wid
 
 
 def has_variant(op: str, name: str) -> bool:
-    import labkit
-
     return name in [v.name for v in labkit.get_op(op).variants]
 
 
 def check_variant(op: str, name: str, dtype: str, shapes) -> list:
     """The poisoned-output, every-element check of variant `name` at `shapes` (not timed), in worker
     processes through labkit.session.run: [(ok, text)]."""
-    from .config import resolve
-    from .records import ResultLog
-    from .remote import connected
-    from .session import run
-
     cfgs = [resolve(op, name, dtype, s, "cold", timed=False) for s in shapes]
     # the same worker pool as labkit.bench's (same settings), so no second set of workers starts
-    recs = run(cfgs, ResultLog(), connected(), title=f"self-check {op} {name}", progress=False, kernel_time=True, energy=False)
+    recs = session.run(cfgs, ResultLog(), connected(), title=f"self-check {op} {name}", progress=False, kernel_time=True, energy=False)
     return [(r.get("status") == "ok", f"correctness at {r['shape']}: {r.get('status')}"
              + (f" ({r['error']})" if r.get("error") else "")) for r in recs]
 
 
 def compare(op: str, variants, dtype: str, shape, budget_s: float = 0.2):
     """Time `variants` (+ torch) at one shape, cold (labkit.bench), and print µs and GB/s per variant."""
-    import labkit
-
     df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, progress=False)
     for r in df.to_dict("records"):
         t = r.get("time_us")

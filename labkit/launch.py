@@ -19,6 +19,8 @@ import ctypes
 import functools
 
 from .errors import ConfigError, LaunchError
+from .paths import KERNELS_DIR
+from .registry import family_exports
 
 LK_MAX_TENSORS = 8
 LK_MAX_PARAMS = 8
@@ -79,7 +81,6 @@ def current_stream(device: int | None = None) -> int:
 def harness():
     """The harness library (error strings, blocking kernel, empty launch) for this GPU's arch."""
     from .build import build_library
-    from .paths import KERNELS_DIR
 
     return build_library("harness", [KERNELS_DIR / "harness.cu"])
 
@@ -146,7 +147,6 @@ def library_for(op, v, axes=(), arch: str | None = None):
     `arch`: build for that compute capability (default: this process's GPU; `labkit serve` builds
     attendees' kernels before they reach a GPU worker)."""
     from .build import build_library, family_library
-    from .registry import family_exports
 
     if v.is_inline:
         return build_library(v.library, [v.source], arch), v.symbol

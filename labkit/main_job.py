@@ -18,6 +18,13 @@ import sys
 import threading
 import time
 
+from . import build, session
+from .config import plan
+from .records import ResultLog
+from .registry import family_exports, get_op
+from .session import groups as session_groups
+from .verdicts import fastest, vs_torch_text
+
 OP = "add"
 RULE = {"budget_s": 0.1}  # a first look in well under a minute (the default rule gives each row 1 s);
 # cold samples take ~0.1 ms each, so 0.1 s still holds hundreds of them
@@ -26,12 +33,9 @@ RULE = {"budget_s": 0.1}  # a first look in well under a minute (the default rul
 def _build_ahead(op) -> threading.Thread:
     """Build the op's family library and the harness in a thread: the worker finds them in the
     shared build cache (or waits on the build lock) instead of compiling them one after the other."""
-    from .build import build_all
-    from .registry import family_exports
-
     def go():
         try:
-            build_all({op.source: family_exports(op.source)})
+            build.build_all({op.source: family_exports(op.source)})
         except Exception:  # noqa: BLE001 - the runs that need the library report the compile error
             pass
 
@@ -71,8 +75,6 @@ def table(rows) -> str:
 
 
 def summary(by_dtype: dict, first_s: float, total_s: float) -> str:
-    from .verdicts import fastest, vs_torch_text
-
     lines = [f"labkit: {sum(map(len, by_dtype.values()))} configurations in {total_s:.1f} s "
              f"(first table after {first_s:.1f} s; stop rule {RULE}, `labkit bench {OP}` for the full rule)"]
     for dtype, rows in by_dtype.items():
@@ -95,14 +97,8 @@ def summary(by_dtype: dict, first_s: float, total_s: float) -> str:
 
 def main(ex_kw: dict) -> int:
     """Run the main job with the executor settings `ex_kw` (labkit.session.executor's)."""
-    from .config import plan
-    from .records import ResultLog
-    from .registry import get_op
-    from .session import executor, run
-    from .session import groups as session_groups
-
     t0 = time.perf_counter()
-    ex = executor(**ex_kw)
+    ex = session.executor(**ex_kw)
     getattr(ex, "start", list)()  # the worker imports torch and makes its context while the rest goes on
     op = get_op(OP)
     builder = _build_ahead(op)
@@ -119,7 +115,7 @@ def main(ex_kw: dict) -> int:
             rows = by_dtype[dtype] = []
             for shape_group in session_groups(groups[dtype]):  # a line as soon as its shape is measured
                 log = ResultLog()
-                run(shape_group, log, ex, title=f"labkit {OP} {dtype}", progress=False)
+                session.run(shape_group, log, ex, title=f"labkit {OP} {dtype}", progress=False)
                 cell = {r["variant"]: r for r in log.rows}
                 print(_line([log.rows[0]["shape"] if log.rows else "?", *(_cell(cell.get(v)) for v in variants)], w),
                       flush=True)

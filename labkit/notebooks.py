@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from .errors import ConfigError, LabkitError
+from .toolkit import ToolMissingError, run
 
 SOLUTION_TAG = "solution"
 SOLUTION_HEADING = re.compile(r"### Solution")  # the heading cell before a solution (.match)
@@ -109,8 +110,6 @@ def export(src, out, force: bool = False) -> list:
 
 
 def git(repo: Path, *args) -> str:
-    from .toolkit import run
-
     r = run(["git", "-C", str(repo), *args], "git")
     if r.returncode:
         raise LabkitError(f"git {' '.join(args)} in {repo}: {(r.stderr or r.stdout).strip()}")
@@ -119,8 +118,6 @@ def git(repo: Path, *args) -> str:
 
 def filtered(path: Path) -> bool:
     """True when git's attributes give `path` the labkit filter (False outside a git clone)."""
-    from .toolkit import ToolMissingError, run
-
     try:
         r = run(["git", "-C", str(path.parent), "check-attr", "filter", "--", path.name], "git")
     except ToolMissingError:  # no git

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 
 from .errors import ConfigError
@@ -68,8 +69,6 @@ def write_atomic(path: str | Path, content) -> Path:
     renamed: a reader never sees half a file, two writers (processes, or threads of one process) never
     share a temporary name, a link planted at `path` is replaced, never written through, and a failure
     (a full disk) leaves `path` as it was."""
-    import tempfile
-
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

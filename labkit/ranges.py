@@ -35,3 +35,26 @@ def nvtx_range(name: str):
     if nvtx is None:
         return contextlib.nullcontext()
     return nvtx.annotate(message=name, domain=DOMAIN)
+
+
+class Scope:
+    """The open NVTX ranges of one process: the title (e.g. 'bench add') and the op, kept open while
+    consecutive configurations share them."""
+
+    def __init__(self):
+        self._stack = contextlib.ExitStack()
+        self._key = None
+
+    def enter(self, title: str | None, op: str) -> None:
+        if self._key == (title, op):
+            return
+        self.close()
+        if title:
+            self._stack.enter_context(nvtx_range(title))
+        self._stack.enter_context(nvtx_range(op))
+        self._key = (title, op)
+
+    def close(self) -> None:
+        self._stack.close()
+        self._stack = contextlib.ExitStack()
+        self._key = None

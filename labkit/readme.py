@@ -1,7 +1,8 @@
 """README numbers are data: every measured number in README.md sits in a block
 `<!-- data:NAME -->` ... `<!-- /data -->` rendered here from the files under results/ (sweeps,
 device.json, timing-agree.json, launch-cost.json, tests.json, ...), each table saying which GPU,
-driver, date and commit its rows come from.
+driver, date and commit its rows come from; and the result row's fields, from their declarations
+(labkit.schema).
 
     python -m labkit.readme           rewrite README.md's blocks from the files
     python -m labkit.readme --check   exit 1 if a number in README.md differs from what the files give
@@ -9,12 +10,22 @@ driver, date and commit its rows come from.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
+from .benchmarks.zoo import goal_table
+from .cache_states import names
+from .ceilings import in_force
+from .clocks.relations import RELATIONS, label, verdicts
+from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
+from .records import load_rows
+from .schema import FIELDS, GROUPS
+from .sweeps import zoo_sweeps
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -32,8 +43,6 @@ def _json(path: Path):
 
 
 def _rows(path: Path) -> list:
-    from .records import load_rows
-
     return load_rows(path) if path.exists() else []
 
 
@@ -75,9 +84,6 @@ def _table(head, rows) -> str:
 def block_ceilings(root, args) -> str:
     """Per GPU, the entry in force (labkit.ceilings.in_force: the newest measured outside a profiler)
     and how many entries its device.json holds; the event overhead of every cache state it measured."""
-    from .cache_states import names
-    from .ceilings import in_force
-
     found = []
     for d in _gpus(root):
         entries = list(((_json(d / "device.json") or {}).get("devices") or {}).values())
@@ -173,12 +179,9 @@ def block_access_width(root, args) -> str:
 
 
 def block_zoo(root, args) -> str:
-    from .benchmarks.zoo import goal_table
-
     parts = []
     for d in _gpus(root):
-        files = [f for f in d.glob("*.jsonl") if f.stem not in ("seed000", "access-width", "copy-gs")
-                 and not f.stem.startswith(("tune-", "zoo"))]
+        files = [d / f"{s.name}.jsonl" for s in zoo_sweeps() if (d / f"{s.name}.jsonl").exists()]
         if not files:
             continue
         rows = [r for f in files for r in _rows(f)]
@@ -208,12 +211,17 @@ def block_json(root, args) -> str:
     return _table(["GPU", *keys, "date", "commit"], rows) + "\n" if rows else f"_no {name} under results/ yet_\n"
 
 
+def block_fields(root, args) -> str:
+    """The result row's fields by group, each with its unit (labkit.schema: where each is declared)."""
+    rows = [[g, what, ", ".join(f"`{f.name}`" + (f" {f.unit}" if f.unit else "") for f in fs)]
+            for g, what in GROUPS.items() if (fs := [f for f in FIELDS.values() if f.group == g])]
+    return _table(["group", "what it says", "fields (unit)"], rows) + "\n"
+
+
 def block_reconcile(root, args) -> str:
     """Per GPU (results/<gpu>/reconcile.json, labkit.clocks): the medians, one row per clock and one
     column per configuration; each relation's a/b - 1 and verdict per configuration; the reasons,
     once per relation."""
-    from .clocks.relations import RELATIONS, label, verdicts
-
     parts = []
     for d in _gpus(root):
         recs = (_json(d / "reconcile.json") or {}).get("configs", [])
@@ -236,9 +244,26 @@ def block_reconcile(root, args) -> str:
     return ("\n\n".join(parts) or "_no reconcile.json under results/ yet_") + "\n"
 
 
+def block_layout(root, args) -> str:
+    """README's Layout of labkit/, from labkit/layers.py: each floor with what it holds and its modules
+    (a note where the name does not say it), and how many imports sit inside functions, and why."""
+    lazy = [reason for targets in LAZY.values() for reason in targets.values()]
+    why = "; ".join(f"{r}: {lazy.count(r)}" for r in REASONS if r in lazy)
+    lines = [f"- `labkit/` on {len(FLOORS)} floors, lowest first, declared in `labkit/layers.py`: a module imports only "
+             "from its own floor or those below it, at module level or inside a function, and no chain of imports "
+             "comes back to its start (`tests/test_layers_cpu.py`). Imports sit at the top of a module; those inside "
+             f"functions are listed there with their reason, {len(lazy)} module/package pairs ({why})."]
+    for name, purpose, modules in FLOORS:
+        mods = ", ".join(f"`{m}`" + (f" ({note})" if note else "") for m, note in modules.items())
+        lines.append(f"  - **{name}** ({purpose}): {mods};")
+    lines[-1] = lines[-1][:-1] + "."
+    return "\n".join(textwrap.fill(line, 110, subsequent_indent=" " * (4 if line.startswith("  ") else 2),
+                                   break_on_hyphens=False, break_long_words=False) for line in lines) + "\n"
+
+
 BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
-          "reconcile": block_reconcile}
+          "reconcile": block_reconcile, "fields": block_fields, "layout": block_layout}
 
 
 def render(text: str, root=None) -> str:
@@ -260,8 +285,6 @@ def main(argv=None) -> int:
     new = render(old)
     if a.check:
         if new != old:
-            import difflib
-
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "rendered"))
             return 1
         return 0

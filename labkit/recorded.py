@@ -7,11 +7,17 @@ are read side by side; ``banner()`` says which GPUs, drivers, dates and commits 
 from __future__ import annotations
 
 import os
+import platform
+import sys
 import warnings
+from html import escape
 from pathlib import Path
 
+from . import toolkit
 from .errors import LabkitError
 from .paths import gpu_slug, results_dir  # noqa: F401  (recorded.gpu_slug, recorded.results_dir)
+from .records import load_rows, to_frame
+from .tables import pivot_table, seed_table
 
 
 class NoRecordedData(LabkitError):
@@ -26,8 +32,6 @@ def discover(root: str | Path | None = None) -> list[Path]:
 def _readable(files):
     """(file, rows) of each results file; one that cannot be read (a folder or FIFO under a results
     name, a link loop, no permission) is skipped with a warning that names it and why."""
-    from .records import load_rows
-
     for f in files:
         try:
             yield f, load_rows(f)
@@ -44,8 +48,6 @@ def _missing(root) -> NoRecordedData:
 def load(root: str | Path | None = None, op: str | None = None, gpus=None):
     """All recorded rows as one DataFrame, with two extra columns: `slug` (the folder) and `sweep`
     (the file's stem). `gpus` keeps only those slugs or GPU names. Raises NoRecordedData."""
-    from .records import to_frame
-
     files = discover(root)
     if not files:
         raise _missing(root)
@@ -113,8 +115,6 @@ def banner(df) -> str:
 
 
 def banner_html(df) -> str:
-    from html import escape
-
     items = "".join(f"<li><b>{escape(str(p['gpu']))}</b>: driver {escape(p['driver'])}, CUDA {escape(p['cuda'])}, "
                     f"measured {escape(p['date'])}, commit <code>{escape(p['commit'])}</code> "
                     f"({escape(p['sweeps'])}; {p['rows']} rows)</li>" for p in provenance(df))
@@ -130,14 +130,6 @@ def rows(df, **where) -> list[dict]:
         sel = sel[sel[k] == v]
     return [{k: (None if (isinstance(v, float) and v != v) else v) for k, v in r.items()}
             for r in sel.to_dict("records")]
-
-
-def side_by_side(df, op: str, value: str = "gbps", columns: str = "variant", index: str = "shape") -> dict:
-    """Seed 001's layout: one pivot table (sizes down, variants across) per GPU, as {gpu: DataFrame}."""
-    from .tables import pivot
-
-    return {gpu: pivot(rows(g), index=index, columns=columns, value=value)
-            for gpu, g in df[df["op"] == op].groupby("gpu", sort=True)}
 
 
 def headline(df) -> list:
@@ -161,8 +153,6 @@ def headline(df) -> list:
 def next_step() -> str:
     """The command that opens the labs from here: the path as seen from the working folder, and
     --allow-root for root (Jupyter refuses to start as root without it, as in a container)."""
-    import os
-
     labs = Path(__file__).resolve().parent.parent / "labs"
     try:
         where = os.path.relpath(labs) if labs.is_dir() else "labs"  # not installed editable: the checkout's
@@ -175,12 +165,7 @@ def next_step() -> str:
 def toolkit_note() -> str | None:
     """One line for a machine without nvcc (None where labkit finds one): what is lost and how to
     get it, or that pip cannot bring it on this platform."""
-    import platform
-    import sys
-
-    from .toolkit import locate
-
-    if locate("nvcc"):
+    if toolkit.locate("nvcc"):
         return None
     lost = "the machine-code (SASS) sections and self-checks of the labs are skipped"
     if sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64"):
@@ -197,9 +182,6 @@ def _summary(df) -> list[str]:
 def recorded_text(path=None, summary: bool = False) -> str:
     """`labkit recorded`: a short summary, then the tables of every results file (or of `path`);
     with `summary`, which GPUs have results, seed 000's lesson on each, and what to run next."""
-    from .records import load_rows, to_frame
-    from .tables import pivot_table, seed_table
-
     if summary:
         df = load(path)
         note = toolkit_note()

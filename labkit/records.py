@@ -18,31 +18,20 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import stat
 import warnings
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
+from . import device, schema
+from .energy import per_launch
 from .errors import ConfigError, LabkitError
 from .paths import not_private, write_atomic
 
-KEY = ("op", "variant", "dtype", "shape", "mode")
-RULE = ("noise_target", "budget_s", "max_samples")
-COLUMNS = ["op", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "kernels", "overhead_us", "floor_us",
-           "host_bound", "q1_us", "q3_us", "min_us", "max_us", "ci_lo_us", "ci_hi_us", "samples", "noise",
-           "stop_reason", "converged", "noise_target", "budget_s", "max_samples", "method", "batch", "blocking",
-           "bytes", "gbps", "kernel_gbps", "pct_peak", "peak_gbps", "peak_ref", "pct_spec", "spec_gbps", "flops", "tflops",
-           "pct_fma", "intensity", "torch_us", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
-           "torch_kernel_us", "vs_torch_kernel", "max_abs_err", "recheck", "path", "error",
-           "sm_clock_mhz", "throttled", "power_w", "energy_per_launch_j", "gb_per_j", "offset", "gpu", "gpu_index",
-           "driver", "cuda", "torch", "labkit", "commit", "dirty", "commit_source", "date"]
-STRING_COLUMNS = ("op", "variant", "dtype", "shape", "mode", "status", "stop_reason", "vs_torch_verdict", "method",
-                  "blocking", "peak_ref", "recheck", "path", "error", "gpu", "driver", "cuda", "torch", "labkit",
-                  "commit", "commit_source", "date", "kernel", "nvml")
+RULE = schema.group("rule")  # a resumed row must have been measured under the same stop rule
 SUFFIXES = (".jsonl", ".json", ".csv")
-
-
-def key(rec: dict) -> tuple:
-    return tuple(rec.get(k) for k in KEY)
 
 
 class LogBusy(LabkitError):
@@ -100,8 +89,6 @@ class ResultLog:
         what another writer added before, not a view from when this log was opened."""
         if self.path is None or self._lock is not None:
             return self
-        from filelock import FileLock, Timeout
-
         lk = FileLock(str(self.path) + ".lock")
         try:
             lk.acquire(timeout=0)
@@ -126,7 +113,7 @@ class ResultLog:
             self._lock = None
 
     def covers(self, rec: dict, cfg, gpus, commit: dict) -> bool:
-        return (key(rec) == cfg.key and rec.get("status") in ("ok", "failed") and rec.get("gpu") in gpus
+        return (schema.key(rec) == cfg.key and rec.get("status") in ("ok", "failed") and rec.get("gpu") in gpus
                 and rec.get("commit") == commit["commit"] and not commit.get("dirty") and not rec.get("dirty")
                 and all(rec.get(k) == getattr(cfg.rule, k) for k in RULE) and rec.get("offset", 0) == cfg.offset)
 
@@ -137,13 +124,11 @@ class ResultLog:
         self.lock()
         if not self.rows:
             return list(configs), []
-        from .device import commit, visible_gpus
-
-        gpus = set(gpus or [g["name"] for g in visible_gpus()])
-        c = commit()
+        gpus = set(gpus or [g["name"] for g in device.visible_gpus()])
+        c = device.commit()
         by_key: dict = {}
         for r in self.rows:
-            by_key.setdefault(key(r), []).append(r)
+            by_key.setdefault(schema.key(r), []).append(r)
         todo, skipped = [], []
         for cfg in configs:
             done = any(self.covers(r, cfg, gpus, c) for r in by_key.get(cfg.key, ()))
@@ -205,8 +190,6 @@ def _open_file(path: Path, flags: int) -> int:
 def _write_error(path: Path, e: OSError, then: str) -> LabkitError:
     """A failed write as a clear error: the file, why, the free space when the disk is full, and what
     was kept."""
-    import shutil
-
     why = e.strerror or str(e)
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         try:
@@ -222,8 +205,6 @@ def load_rows(path: str | Path, follow: bool = True) -> list:
     wrong-typed field, is skipped with a warning naming the file and line. A path that is not a
     readable regular file (a folder, a FIFO, a link loop, no permission; a link unless `follow`) is
     a LabkitError."""
-    from .energy import per_launch
-
     return [_loop_energy(r, per_launch) for r in _load(Path(path), follow)]
 
 
@@ -266,7 +247,7 @@ def _load(path: Path, follow: bool) -> list:
             found = [(f"{path}:{n}", r) for n, r in enumerate(_read_csv(f), 2)]  # line 1: the header
     rows = []
     for where, r in found:
-        why = _not_a_row(r)
+        why = schema.problem(r)
         if why:
             _skip(where, f"a row that {why}")
         else:
@@ -278,49 +259,21 @@ def _skip(where: str, what: str) -> None:
     warnings.warn(f"{where}: skipped {what}; the other rows are kept", stacklevel=4)
 
 
-def _not_a_row(r) -> str | None:
-    """Why `r` is not a results row (the key fields and status are strings; every known column has
-    its type or is empty), or None."""
-    if not isinstance(r, dict):
-        return "is not a JSON object"
-    for k in (*KEY, "status"):
-        if not isinstance(r.get(k), str):
-            return f"has {k}={r[k]!r}, not a string" if k in r else f"has no {k!r} field"
-    for k, v in r.items():
-        want = str if k in STRING_COLUMNS else (int, float) if k in COLUMNS else None
-        if want and v is not None and v == v and not isinstance(v, want):  # None or NaN: empty
-            return f"has {k}={v!r}, not a {'string' if want is str else 'number'}"
-    return None
-
-
 def _read_csv(f) -> list:
-    """CSV rows with strings kept as strings (a commit like 67179e8 is not a number)."""
+    """CSV rows with the schema's types (labkit.schema.from_csv: a commit like 67179e8 stays a string)."""
     import pandas as pd
 
-    df = pd.read_csv(f, dtype=str, keep_default_na=False)
-    out = []
-    for r in df.to_dict("records"):
-        row = {}
-        for k, v in r.items():
-            if k in STRING_COLUMNS or v == "":
-                row[k] = v if v != "" else None
-            elif v in ("True", "False"):
-                row[k] = v == "True"
-            else:
-                try:
-                    row[k] = int(v) if v.lstrip("-").isdigit() else float(v)
-                except ValueError:
-                    row[k] = v
-        out.append(row)
-    return out
+    return [schema.from_csv(r) for r in pd.read_csv(f, dtype=str, keep_default_na=False).to_dict("records")]
 
 
 def to_frame(rows):
+    """Rows as a DataFrame: the declared fields first, in the schema's order (labkit.schema.columns),
+    then the rest (tuning-axis values) as they come."""
     import pandas as pd
 
-    df = pd.DataFrame(list(rows))
-    cols = [c for c in COLUMNS if c in df.columns] + [c for c in df.columns if c not in COLUMNS]
-    return df[cols] if len(df) else pd.DataFrame(columns=COLUMNS)
+    df, declared = pd.DataFrame(list(rows)), schema.columns()
+    cols = [c for c in declared if c in df.columns] + [c for c in df.columns if c not in schema.FIELDS]
+    return df[cols] if len(df) else pd.DataFrame(columns=declared)
 
 
 def save(rows, path: str | Path) -> Path:

@@ -21,13 +21,19 @@ explorer's live mode and the labs' cells measure on the box, and the rows come b
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import getpass
+import hashlib
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
 
+from .config import make_rule, resolve
 from .errors import ConfigError, LabkitError
+from .inline_kernel import check_name as check_variant_name, from_text
+from .registry import get_op
 
 SERVER_ENV, TOKEN_ENV, NAME_ENV = "LABKIT_SERVER", "LABKIT_TOKEN", "LABKIT_NAME"
 INBOX = "labkit-serve-inbox"        # Queue: requests and cancellations from every attendee
@@ -56,9 +62,6 @@ def check_name(name) -> str:
 
 def security(token: str):
     """The distributed.Security of everyone who knows `token` (see the module docstring)."""
-    import datetime
-    import hashlib
-
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -97,10 +100,6 @@ def encode(cfg) -> dict:
 def decode(d: dict, budget_s: float | None = None):
     """The Config of encode()'s data, checked as any Config is (config.resolve); an inline source is
     written into this machine's build cache. `budget_s` caps the sampling budget."""
-    from .config import make_rule, resolve
-    from .inline_kernel import check_name as check_variant_name, from_text
-    from .registry import get_op
-
     try:
         rule = make_rule(dict(d["rule"]))
         if budget_s is not None:
@@ -248,8 +247,6 @@ _conn: dict = {}
 
 def connect(address: str | None = None, token: str | None = None, name: str | None = None) -> ServeExecutor:
     """Measure on the `labkit serve` box at `address` from now on (see the module docstring)."""
-    import getpass
-
     address = address or os.environ.get(SERVER_ENV)
     token = token or os.environ.get(TOKEN_ENV)
     if not address or not token:

@@ -18,6 +18,13 @@ from __future__ import annotations
 import json
 import math
 
+from .cache_states import STATES
+from .ceilings import facts_file, in_force, ref_of
+from .device import spec
+from .guard import of_row
+from .paths import results_dir
+from .registry import get_op
+
 NEAR = 1.05  # a point up to 5 % above a roof counts as at it (read-heavy ops beat the copy peak a little)
 
 
@@ -59,13 +66,11 @@ def intensity(row: dict) -> float | None:
         return flops / nbytes
     if not (row.get("op") and row.get("shape") and row.get("dtype")):
         return None
-    from .registry import get_op
-
     op = get_op(row["op"])
-    if not op.flops:
+    if not op.cost.flops:
         return None
     shape = op.parse_shape(row["shape"])
-    return op.flops(shape, row["dtype"]) / op.bytes_moved(shape, row["dtype"])
+    return op.cost.flops(shape, row["dtype"]) / op.cost.bytes_moved(shape, row["dtype"])
 
 
 def attainable(ai: float, bandwidth_gbps: float, peak_tflops: float | None) -> float:
@@ -91,8 +96,6 @@ def _level(row: dict, facts: dict, bws: list) -> dict | None:
     """The bandwidth ceiling the row's cache state puts it under: DRAM where the state says some of
     its bytes must cross DRAM (a flushed L2, rotating buffers, a working set larger than the L2), else
     L2; None when the mode or the L2 size is not known (then the nearest ceiling above the point is taken)."""
-    from .cache_states import STATES
-
     state, l2, nbytes = STATES.get(row.get("mode")), _num((facts or {}).get("l2_bytes")), _num(row.get("bytes"))
     if not bws or state is None:
         return None
@@ -109,8 +112,6 @@ def place(row: dict, facts: dict | None) -> dict:
     the lowest roof the point does not exceed by more than NEAR), pct_ceiling, bound ('memory' or
     'compute': which side of the DRAM ridge it is on) and the physics guard's dram_guard and
     dram_note (labkit.guard: why a point sits above the DRAM roof, when it does)."""
-    from .guard import of_row
-
     secs, basis = _achieved(row)
     nbytes = _num(row.get("bytes"))
     ai = intensity(row)
@@ -227,10 +228,6 @@ def recorded_facts(slug: str, gpu: str | None = None, rows=None, root=None, ref:
     force for `gpu` (several physical GPUs of one model can have measured: each keeps its entry). Without that file: the copy peak of copy-peak.json (or the rows' peak_gbps), the
     datasheet, and as the floor per mode the smallest event time among `rows` (that GPU's recorded
     rows, a DataFrame), an upper bound of the launch floor; `notes` says what is missing."""
-    from .ceilings import facts_file, in_force, ref_of
-    from .device import spec
-    from .paths import results_dir
-
     try:
         devices = json.loads(facts_file(slug, root).read_text()).get("devices", {})
     except (OSError, ValueError):

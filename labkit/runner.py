@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
-from . import cache_states
+from . import cache_states, ceilings, device, energy, launch
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
 from .guard import of_row
-from .launch import launcher_for
+from .launch import launcher_for, resolved
 from .ranges import config_name, nvtx_range
 from .stats import median_interval
 from .timing import is_time, measure
@@ -39,10 +40,8 @@ def host_bound(time_us, kernel_us, overhead_floor_us, kernels: int = 1) -> bool 
 
 
 def _try_build(cfg) -> bool:
-    from .launch import library_for
-
     try:
-        library_for(cfg.spec, cfg.variant, cfg.axes)
+        launch.library_for(cfg.spec, cfg.variant, cfg.axes)
         return True
     except LabkitError:
         return False
@@ -76,18 +75,12 @@ class Runner:
     def facts(self) -> dict | None:
         if not self.peak:
             return None
-        from .ceilings import device_facts
-
-        return device_facts()
+        return ceilings.device_facts()
 
     def prebuild(self, configs: list) -> int:
         """Build the libraries a group of configurations needs, in parallel (a tuning sweep needs one
         per axis value: nvcc runs them side by side instead of one per configuration). A build that
         fails is left to its configuration's own run, which records the compile error."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        from .launch import resolved
-
         # a launcher this process already holds needs nothing (a sweep's later groups)
         need = {(c.spec.name, c.variant, tuple(c.axes)): c for c in configs
                 if not c.variant.is_torch and not resolved(c.spec, c.variant, c.axes)}
@@ -105,13 +98,10 @@ class Runner:
         when the process's CUDA context did not survive: the caller replaces the process)."""
         import torch
 
-        from .device import provenance, require_gpu
-
-        require_gpu()
+        device.require_gpu()
         op, v = cfg.spec, cfg.variant
-        rec = {"op": op.name, "variant": cfg.variant_s, "dtype": v.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
-               "offset": cfg.offset, "bytes": op.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
-               **_rule_fields(cfg.rule), **provenance()}
+        rec = {**cfg.head(), "bytes": op.cost.bytes_moved(cfg.shape, v.dtype), **dict(cfg.axes),
+               **_rule_fields(cfg.rule), **device.provenance()}
         lost = None
         try:
             with nvtx_range(config_name(op.name, cfg.variant_s, cfg.shape_s, v.dtype if len(op.dtypes) > 1 else None)):
@@ -141,7 +131,7 @@ class Runner:
 
         op, v = cfg.spec, cfg.variant
         # inputs and outputs, a float64 reference of the outputs, the chunked comparison, other sets
-        need = (2 + sets) * op.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
+        need = (2 + sets) * op.cost.bytes_moved(cfg.shape, v.dtype) + (1 << 30)
         free, total = torch.cuda.mem_get_info()
         if need > free:
             raise ConfigError(f"{op.name} {cfg.shape_s} ({sets} buffer set(s)) needs about {need / 2**30:.1f} GiB of "
@@ -150,16 +140,14 @@ class Runner:
         out = []
         for _ in range(sets):
             gen = torch.Generator(device="cuda").manual_seed(seed)
-            inputs = op.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
-            out.append((inputs, op.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
-        if op.validate:
-            op.validate(out[0][0], cfg.shape, v.dtype)
+            inputs = op.data.make_inputs(cfg.shape, v.dtype, gen, cfg.offset)
+            out.append((inputs, op.data.make_outputs(inputs, cfg.shape, v.dtype, cfg.offset)))
+        if op.data.validate:
+            op.data.validate(out[0][0], cfg.shape, v.dtype)
         return out, seed
 
     def _run(self, cfg: Config) -> dict:
         import torch
-
-        from .device import properties
 
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         self.phase("compile")
@@ -167,15 +155,15 @@ class Runner:
             launcher = None if v.is_torch else launcher_for(op, v, cfg.axes)
         self.phase("check")
         state = cache_states.get(cfg.mode)
-        set_bytes = sum(op.footprint(shape, v.dtype)) if op.footprint else op.bytes_moved(shape, v.dtype)
-        nsets = state.sets(set_bytes, properties()["l2_bytes"]) if cfg.timed else 1
+        set_bytes = sum(op.cost.footprint(shape, v.dtype)) if op.cost.footprint else op.cost.bytes_moved(shape, v.dtype)
+        nsets = state.sets(set_bytes, device.properties()["l2_bytes"]) if cfg.timed else 1
         sets, seed = self._inputs(cfg, nsets)
         launches = [_launch(op, v, launcher, shape, ins, outs) for ins, outs in sets]
         (inputs, outputs), go = sets[0], launches[0]
 
         rtol, atol = op.tol(shape, v.dtype)
         with nvtx_range("check"):
-            refs = op.reference(inputs, shape, v.dtype)
+            refs = op.data.reference(inputs, shape, v.dtype)
             for _, outs in sets:  # every set: a set the timed launches never wrote fails the recheck
                 for out, ref in zip(outs, refs):
                     poison(out, ref)
@@ -192,10 +180,11 @@ class Runner:
             return {**base, "status": "ok"}
 
         self.phase("timed")
-        m = measure(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, energy=self.energy, kernels=self.kernel_time)
+        timer = energy.measure if self.energy else measure  # energy: timing, then the launches back to back
+        m = timer(launches, mode=cfg.mode, rule=cfg.rule, ranges=True, kernels=self.kernel_time)
         with nvtx_range("recheck"):
             torch.cuda.synchronize()
-            refs = op.reference(inputs, shape, v.dtype)  # every set holds the same inputs
+            refs = op.data.reference(inputs, shape, v.dtype)  # every set holds the same inputs
             again = [compare(o, r, rtol, atol, f"output {k}{f' of set {j}' if j else ''} after timing")
                      for j, (_, outs) in enumerate(sets) for k, (o, r) in enumerate(zip(outs, refs))]
             del refs
@@ -212,7 +201,7 @@ class Runner:
             return
         t, k = rec["time_us"] * 1e-6, rec.get("kernel_us")
         rec["gbps"] = rec["bytes"] / t / 1e9
-        flops = op.flops(cfg.shape, v.dtype) if op.flops else None
+        flops = op.cost.flops(cfg.shape, v.dtype) if op.cost.flops else None
         if flops:
             rec["flops"] = flops
             rec["tflops"] = flops / t / 1e12
@@ -235,9 +224,7 @@ class Runner:
             rec["kernel_gbps"] = rec["bytes"] / (k * 1e-6) / 1e9
             rec["host_bound"] = host_bound(rec["time_us"], k, rec.get("floor_us"), rec.get("kernels") or 1)
         # the physics guard: the DRAM traffic this time implies against the datasheet (labkit.guard)
-        from .device import properties
-
-        found = of_row(rec, facts or {"l2_bytes": properties()["l2_bytes"]})
+        found = of_row(rec, facts or {"l2_bytes": device.properties()["l2_bytes"]})
         rec.update({key: x for key, x in found.items() if x is not None})
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
@@ -258,7 +245,7 @@ class Runner:
 def _launch(op, v, launcher, shape, inputs, outputs):
     """One buffer set's launch: the torch baseline's call, or the variant's launcher packed once."""
     if v.is_torch:
-        return lambda: op.torch_impl(inputs, outputs, shape, v.dtype)
+        return lambda: op.data.torch_impl(inputs, outputs, shape, v.dtype)
     ints, floats = op.params(shape, v.dtype)
     return launcher.prepare([*inputs, *outputs], ints, floats)
 

@@ -1,7 +1,7 @@
 """Machine code of the kernels: compile a kernel file to a cubin with nvcc (no GPU needed) and read
 its SASS with cuobjdump: registers per thread, the widths of global and shared loads and stores,
 instruction counts, the occupancy those resources allow with the launcher's block size
-(BLOCK_THREADS), and (labkit.sass_diff) two variants' SASS side by side."""
+(block_threads, from each op's Op.block), and (labkit.sass_diff) two variants' SASS side by side."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +9,10 @@ import re
 import shutil
 from pathlib import Path
 
-from .errors import ToolMissingError
+from .build import NVCC_FLAGS, build_key, check_arch, generated, parse_compile_error
+from .errors import ConfigError, ToolMissingError
+from .paths import KERNELS_DIR, cache_root
+from .registry import family_exports, get_op
 from .toolkit import failed, run, tool
 
 _LDST = re.compile(r"\b(LDG|STG)\.E(?P<mods>(?:\.[A-Z0-9_]+)*)")
@@ -24,9 +27,6 @@ MEMORY = frozenset(MEM_KINDS + ("LDL", "STL", "LD", "ST", "RED", "ATOM", "ATOMG"
 
 
 def compile_cubin(source: Path, arch: str, out: Path) -> Path:
-    from .build import NVCC_FLAGS, parse_compile_error
-    from .paths import KERNELS_DIR
-
     cmd = [tool("nvcc"), *NVCC_FLAGS, f"-arch=sm_{arch}", "-cubin", "-I", str(KERNELS_DIR), "-o", str(out), str(source)]
     r = run(cmd, "nvcc", what=f"nvcc (compiling {source.name} for sm_{arch})")
     if r.returncode != 0:
@@ -136,35 +136,11 @@ def occupancy(registers: int, shared_bytes: int, threads: int, arch: str = "90")
             "threads": threads, "registers": registers, "shared_bytes": shared_bytes or 0}
 
 
-# Threads per block of each op's launcher, with the text in kernels/<file> that sets it:
-# tests/test_sass_cpu.py checks every snippet is still in its file, so this table cannot drift from
-# the launchers silently. An op's 'block' tuning axis overrides it (add: BLOCK = the axis); when
-# ncu ran, its Block Size column is used instead. "rows": the row plan (lk_plan_row) picks the block
-# per row length at run time; "embedding": min(256, the row's packs rounded up to a warp).
-BLOCK_THREADS = {
-    "add": ("axis", "add.cu", "const int threads = BLOCK;"),
-    "copy": (256, "copy.cu", "const int threads = 256;"),
-    "copy_gs": (128, "copy_gs.cu", "const int threads = 128;"),
-    "dot": (256, "dot.cu", "constexpr int kThreads = 256;"),
-    "reduce_sum": (256, "reduce.cu", "constexpr int kThreads = 256;"),
-    "relu": (256, "activation.cu", "const int threads = 256;"),
-    "sigmoid": (256, "activation.cu", "const int threads = 256;"),
-    "histogram": ({"i32": 256, "i32x4": 256, "i32x4_smem": 1024}, "histogram.cu",
-                  ("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;")),
-    "sgemv": (256, "sgemv.cu", "constexpr int SGEMV_THREADS = 256;"),
-    "sgemm": ({"tiled32": 1024, "tile128x8": 256, "dbuf": 256, "warptile": 256}, "sgemm.cu",
-              ("dim3(32, 32)", "dim3(16, 16)", "THREADS = 256;")),
-    "softmax": (256, "softmax.cu", "constexpr int SM_THREADS = 256;"),
-    "embedding": ("embedding", "embedding.cu", "work >= 256 ? 256"),
-    "softmax_rows": ("rows", "labkit.cuh", "lk_plan_row"),
-    "layer_norm": ("rows", "labkit.cuh", "lk_plan_row"),
-    "rms_norm": ("rows", "labkit.cuh", "lk_plan_row"),
-}
-
-
 def block_threads(o, v, shape, axes=()) -> tuple:
     """(threads per block, where that number comes from) for variant `v` of op `o` at `shape`;
-    (None, why) where the launcher picks it at run time (the row plan)."""
+    (None, why) where the launcher picks it at run time (the row plan). The op states it (Op.block,
+    with the launcher text that sets it, which tests/test_sass_cpu.py finds in the kernel file); a
+    `block` tuning axis overrides it (add: BLOCK = the axis); when ncu ran, its Block Size is used."""
     if v.is_inline:  # the launcher template rendered with the inline variant's block
         m = re.search(r"<<<[^,]+,\s*(\d+)\s*,", v.source.read_text())
         return (int(m.group(1)), "the inline launcher") if m else (None, "not found in the inline launcher")
@@ -172,20 +148,15 @@ def block_threads(o, v, shape, axes=()) -> tuple:
     if "block" in o.axes:
         b = ax.get("block", o.axes["block"][0])
         return b, f"tuning axis block={b}" + ("" if "block" in ax else " (default)")
-    entry = BLOCK_THREADS.get(o.name)
-    if entry is None:
-        return None, f"{o.name} is not in labkit.sass.BLOCK_THREADS"
-    val, file, snippets = entry
-    where = f"kernels/{file}: " + ", ".join(f"`{x}`" for x in ([snippets] if isinstance(snippets, str) else snippets))
-    if isinstance(val, dict):
-        val = val.get(v.name)
-    if val == "embedding":  # one block per row: threads for one pass over the row's packs, 32..256
-        emb = shape[-1]
-        work = emb // v.width if emb % v.width == 0 else emb
-        return (256 if work >= 256 else -(-work // 32) * 32), f"{where} (EmbSize {emb})"
-    if val == "rows":
-        return None, "picked per row length at run time by the row plan (lk_plan_row, kernels/labkit.cuh)"
-    return val, where
+    block = o.block
+    where = f"kernels/{block.file or o.source}: " + ", ".join(f"`{x}`" for x in block.evidence)
+    threads = block.threads.get(v.name) if isinstance(block.threads, dict) else block.threads
+    if callable(threads):  # e.g. embedding: one block per row, sized by the row
+        threads, why = threads(v, shape, ax)
+        return threads, f"{where} ({why})"
+    if threads is None:
+        return None, block.why or f"{o.name} states no threads per block (Op.block)"
+    return threads, where
 
 
 def functions(cubin: Path) -> dict[str, dict]:
@@ -243,9 +214,6 @@ def find_kernel(funcs: dict, kernel: str) -> dict:
 def cubin(source, arch: str = "90", deps=()) -> Path:
     """The cubin of a .cu file for sm_<arch>, compiled once per content (kept in the build cache,
     named by a hash of the source, `deps`, the shared headers and the flags)."""
-    from .build import NVCC_FLAGS, build_key, check_arch
-    from .paths import cache_root
-
     arch = check_arch(arch)
     source = Path(source)
     key = build_key([source], [*NVCC_FLAGS, arch, "cubin"], deps)
@@ -261,10 +229,6 @@ def cubin(source, arch: str = "90", deps=()) -> Path:
 def family_cubin(family: str, arch: str = "90") -> Path:
     """The cubin of a kernel family with its generated export table (every shipped variant's
     kernels instantiated)."""
-    from .build import generated
-    from .paths import KERNELS_DIR
-    from .registry import family_exports
-
     return cubin(generated(family, family_exports(family)), arch, deps=[KERNELS_DIR / family])
 
 
@@ -277,8 +241,6 @@ def report(op_name: str, arch: str = "90"):
     """Per variant of an op: kernel, registers per thread, widest global load/store (bits), local
     memory bytes (spills). Needs nvcc and cuobjdump, not a GPU."""
     import pandas as pd
-
-    from .registry import get_op
 
     op = get_op(op_name)
     rows = []
@@ -296,32 +258,8 @@ def report(op_name: str, arch: str = "90"):
 def variant_kernel(op, v, arch: str = "90") -> dict:
     """The variant's kernel in its cubin (find_kernel's dict). Raises ConfigError for the torch
     baseline (no kernel of labkit's) and for a variant with no kernel name."""
-    from .errors import ConfigError
-
     if v.is_torch:
         raise ConfigError(f"{op.name} torch is torch's own kernel: labkit has no SASS of it; pick a labkit variant")
     if not v.kernel:
         raise ConfigError(f"{op.name} {v.name} names no kernel (Variant.kernel), so its SASS cannot be found")
     return find_kernel(functions(variant_cubin(op, v, arch)), v.kernel)
-
-
-# The machine-code diff lives in sass_diff.py (this file stays the reader); these are its faces.
-def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict:
-    """Two variants' SASS aligned (memory instructions first): see labkit.sass_diff.diff."""
-    from .sass_diff import diff as _diff
-
-    return _diff(op, a, b, arch, dtype)
-
-
-def diff_text(op, a: str, b: str, arch: str = "90", dtype: str | None = None, width: int = 56) -> str:
-    """`labkit sass OP --diff A B`: counts side by side, then the aligned listing."""
-    from .sass_diff import diff_text as _text
-
-    return _text(op, a, b, arch, dtype, width)
-
-
-def diff_html(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> str:
-    """The diff as an HTML table (explorer, notebooks)."""
-    from .sass_diff import diff_html as _html
-
-    return _html(op, a, b, arch, dtype)

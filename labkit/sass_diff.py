@@ -12,6 +12,7 @@ from __future__ import annotations
 from difflib import SequenceMatcher
 from html import escape
 
+from .registry import get_op
 from .sass import MEM_KINDS, counts, instructions, variant_kernel, width_summary
 
 
@@ -59,8 +60,6 @@ def diff(op, a: str, b: str, arch: str = "90", dtype: str | None = None) -> dict
     """{'op', 'arch', 'a': {variant, kernel, note, access, instructions, registers, shared, local,
     LDG: {bits: n}, STG, LDS, STS, LDGSTS}, 'b': {...}, 'rows': [{a, b, mark, mem}], 'summary': [lines]}.
     `a` and `b` are variant names of `op` (with `dtype` when a name exists for several dtypes)."""
-    from .registry import get_op
-
     o = get_op(op)
     side, ins = {}, {}
     for key, name in (("a", a), ("b", b)):

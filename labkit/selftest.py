@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ConfigError, LabkitError
+from .verdicts import compare_rows
 
 PAIRS = 20
 SAME_GOAL = 0.95  # the share of A/A pairs that must say SAME for verdicts on this GPU to be trusted
@@ -52,7 +53,6 @@ def aa(op, variant, shape=None, dtype=None, mode: str = "cold", pairs: int = PAI
     from .config import make_rule, resolve
     from .records import ResultLog
     from .session import run
-    from .verdicts import compare_rows
 
     if isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 1:
         raise ConfigError(f"pairs (A/A pairs to measure) must be an int >= 1, got {pairs!r}")

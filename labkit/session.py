@@ -10,37 +10,19 @@ the benchmarks, nsight's profiled child) hands a list of Configs to `run`, which
   progress bar over all configurations.
 
 NVTX ranges (`<title>` > `<op>` > `<op> <variant> <shape>` > phases) are opened where the kernels
-run, by `Scope`, so Nsight sees them around the kernels in worker processes too.
+run, by `ranges.Scope`, so Nsight sees them around the kernels in worker processes too.
 """
 from __future__ import annotations
 
-import contextlib
 import sys
 
+from tqdm.auto import tqdm
 
-class Scope:
-    """The open NVTX ranges of one process: the title (e.g. 'bench add') and the op, kept open while
-    consecutive configurations share them."""
-
-    def __init__(self):
-        self._stack = contextlib.ExitStack()
-        self._key = None
-
-    def enter(self, title: str | None, op: str) -> None:
-        from .ranges import nvtx_range
-
-        if self._key == (title, op):
-            return
-        self.close()
-        if title:
-            self._stack.enter_context(nvtx_range(title))
-        self._stack.enter_context(nvtx_range(op))
-        self._key = (title, op)
-
-    def close(self) -> None:
-        self._stack.close()
-        self._stack = contextlib.ExitStack()
-        self._key = None
+from .cluster import DaskExecutor
+from .ranges import Scope
+from .records import ResultLog
+from .runner import Runner
+from .workers import pool
 
 
 class Local:
@@ -48,8 +30,6 @@ class Local:
     session's CUDA context, which is why benches and sweeps default to workers)."""
 
     def __init__(self, runner=None, **runner_kw):
-        from .runner import Runner
-
         self.runner = runner if runner is not None else Runner(**runner_kw)
         self.scope = Scope()
 
@@ -78,21 +58,15 @@ def groups(configs: list) -> list:
 def executor(workers=True, gpus=None, runner=None, cluster=None, **runner_kw):
     """The executor for a run: a Dask cluster, worker processes (per GPU), or this process."""
     if cluster:
-        from .cluster import DaskExecutor
-
         return DaskExecutor(cluster, gpus=gpus, **runner_kw)
     if runner is not None or not workers:
         return Local(runner, **runner_kw)
-    from .workers import pool
-
     return pool(gpus, **runner_kw)
 
 
 def run(configs: list, log=None, ex=None, title: str | None = None, progress: bool = True, **ex_kw) -> list:
     """Run `configs` (resuming from `log`), return the records measured now. `ex` is an executor
     (default: `executor(**ex_kw)`, closed at the end)."""
-    from .records import ResultLog
-
     log = log if log is not None else ResultLog()
     log.lock()
     todo, skipped = log.pending(configs)
@@ -136,7 +110,5 @@ def _records(ex, title, todo):
 
 
 def _bar(total, desc):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, unit="cfg")
 

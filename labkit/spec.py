@@ -1,5 +1,19 @@
-"""What an op and a variant are, as data. A variant is stated once, as one `Variant(...)` line in
-its op module; everything else is derived from it and the op's templates:
+"""What an op and a variant are, as data. An op is stated once, keyword by keyword, in its
+`ops/<family>.py` beside `kernels/<family>.cu`, and carries every fact the tables, tests and
+benchmarks read (nothing about an op is listed anywhere else). Its fields, by use:
+
+* what it is, and the facts the tables derive from: name, title, source, variants, notes; `bound`
+  (the headline unit: GB/s against the copy peak, or TFLOP/s against the FMA peak), `group` (a
+  seed's own table, or the kernel zoo: its sweep, the zoo table, the recording's zoo stage), `block`
+  (threads per block, with the launcher text that sets it);
+* shapes: shape_axes, default_shapes, shape_presets, shape_format;
+* the C++ side: the launch/kernel templates the variants derive from, their args, tuning axes,
+  the launcher's scalar params, the inline launcher template, other kernels a launcher may run;
+* records, one per use: `data` (Data: inputs, outputs, reference, torch baseline, tolerance),
+  `cost` (Cost: the byte and flop model), `call` (Call: labkit.call's signature), `testing`
+  (Testing: GPU test shapes, fuzz caps, the SASS store claim).
+
+A variant is one `V(...)` line; everything else is derived from it and the op's templates:
 
 * symbol: the exported launcher, f"{op}_{name}" (plus tuning-axis values);
 * launch: the C++ launcher expression, from the op's template, e.g. "launch_add<{ctype}, {width}, {access}>",
@@ -15,7 +29,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import numbers
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -30,6 +44,7 @@ Shape = tuple
 class Variant:
     name: str            # what users pick, e.g. "f16x8_pack"
     dtype: str           # element type it runs on
+    _: KW_ONLY
     width: int = 1       # vector width: elements per thread per step
     access: int = 0      # bytes per global load/store instruction (checked in the SASS)
     note: str = ""       # one line: what this variant changes
@@ -68,45 +83,122 @@ def suggest(name: str, choices) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-@dataclass
+BOUNDS = ("memory", "compute")   # Op.bound: GB/s against the copy peak, or TFLOP/s against the FMA peak
+GROUPS = ("seed", "zoo")         # Op.group: a seed's own table (its sweep named in labkit.sweeps), or the zoo
+FUZZ_CAP = 4096                  # per-axis fuzz size cap of an op that states none
+
+
+@dataclass(frozen=True, kw_only=True)
+class Data:
+    """Inputs, outputs and the truth a variant is checked against (labkit.runner, labkit.call)."""
+    make_inputs: Callable                # (shape, dtype, gen, offset) -> list[Tensor]
+    make_outputs: Callable               # (inputs, shape, dtype, offset) -> list[Tensor]
+    reference: Callable                  # (inputs, shape, dtype) -> list[Tensor] (float64 or exact)
+    torch_impl: Callable                 # (inputs, outputs, shape, dtype): writes outputs (or replaces outputs[k])
+    tolerance: Callable | None = None    # (shape, dtype) -> (rtol, atol); None: the dtype table
+    validate: Callable | None = None     # (inputs, shape, dtype) -> None; ConfigError for values the kernels skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cost:
+    """The byte and flop model of one call (% of peak, the roofline, the physics guard, the fuzz budget)."""
+    bytes_moved: Callable                # (shape, dtype) -> int (read + written)
+    footprint: Callable | None = None    # (shape, dtype) -> (bytes read, bytes written), each byte once:
+    #                                      what a cold L2 must fetch / take (labkit.guard)
+    flops: Callable | None = None        # (shape, dtype) -> int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Call:
+    """labkit.call's contract: the check of the inputs before any launch, its keywords, what it returns."""
+    signature: Callable | None = None    # (inputs, dtype, **params) -> shape; ConfigError (ops.families.Signature)
+    keywords: tuple = ()                 # keyword parameters labkit.call takes (e.g. ("bins",))
+    outputs: int = 1                     # how many outputs labkit.call returns (the rest is workspace)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Testing:
+    """What the tests and the fuzzer need beyond the op's shapes."""
+    shapes: list = field(default_factory=list)  # odd/edge shapes for the GPU tests
+    fuzz_caps: tuple = ()                # per-axis size caps of labkit.benchmarks.fuzz (() = FUZZ_CAP each)
+    vector_stores: bool = True           # stores as wide as `access` (tests/test_kernels_cpu.py reads the SASS)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Threads per block of an op's launchers: an int, {variant name: int or a function}, a function
+    (variant, shape, axes) -> (threads, why), or None where the launcher picks it at run time (`why` says where) or a
+    `block` tuning axis sets it. `evidence`: text in kernels/<file> (default: the op's family) that
+    sets it; tests/test_sass_cpu.py checks it is still there, so the fact cannot drift silently."""
+    threads: int | dict | Callable | None
+    _: KW_ONLY
+    evidence: tuple = ()
+    file: str = ""
+    why: str = ""
+
+    def __post_init__(self):
+        if isinstance(self.evidence, str):
+            object.__setattr__(self, "evidence", (self.evidence,))
+
+
+@dataclass(kw_only=True)
 class Op:
+    # what it is, and the facts the tables derive from
     name: str
     title: str
     source: str                                   # family file in kernels/
     variants: list
+    block: Block                                  # threads per block (labkit.sass.block_threads)
+    bound: str = "memory"                         # one of BOUNDS: what the headline unit is
+    group: str = "zoo"                            # one of GROUPS
+    notes: str = ""
+    # shapes
     shape_axes: tuple
     default_shapes: list
-    make_inputs: Callable                         # (shape, dtype, gen, offset) -> list[Tensor]
-    make_outputs: Callable                        # (inputs, shape, dtype, offset) -> list[Tensor]
-    reference: Callable                           # (inputs, shape, dtype) -> list[Tensor] (float64 or exact)
-    torch_impl: Callable                          # (inputs, outputs, shape, dtype): writes outputs (or replaces outputs[k])
-    bytes_moved: Callable                         # (shape, dtype) -> int (read + written)
-    footprint: Callable | None = None             # (shape, dtype) -> (bytes read, bytes written), each byte once:
-    #                                               what a cold L2 must fetch / take (labkit.guard)
+    shape_presets: dict = field(default_factory=dict)
+    shape_format: Callable | None = None          # shape -> str (no '/')
+    # the C++ side
     launch: str = ""                              # launcher template, e.g. "launch_add<{ctype}, {width}, {access}>"
     kernel: str = ""                              # kernel template, e.g. "add_kernel<{ctype}, {width}, {access}>"
     args: dict = field(default_factory=dict)      # op-level template values (e.g. the functor of a unary op)
     axes: dict = field(default_factory=dict)      # tuning axes: name -> (default, values)
-    flops: Callable | None = None                 # (shape, dtype) -> int
+    axis_rule: Callable | None = None             # (variant, {axis: value}) -> why that combination
+    #                                               cannot build (the constraint, named), or ""
     params: Callable = lambda shape, dtype: ((), ())  # -> (ints, floats) passed to the launcher
-    tolerance: Callable | None = None             # (shape, dtype) -> (rtol, atol); default: the dtype table
-    shape_format: Callable | None = None          # shape -> str (no '/')
-    shape_presets: dict = field(default_factory=dict)
-    test_shapes: list = field(default_factory=list)  # odd/edge shapes for the GPU tests
-    vector_stores: bool = True                    # stores as wide as `access` (checked in the SASS)
-    validate: Callable | None = None              # (inputs, shape, dtype) -> None; raise ConfigError
-    signature: Callable | None = None             # labkit.call: (inputs, dtype, **params) -> shape; raise ConfigError
-    call_params: tuple = ()                       # keyword parameters labkit.call takes (e.g. ("bins",))
-    outputs_of_call: int = 1                      # how many outputs labkit.call returns (the rest is workspace)
     inline_launcher: str = ""                     # C template for inline kernels (see labkit.inline)
     shape_kernels: tuple = ()                     # other kernels a launcher runs by shape/alignment (ncu filter)
-    bound: str = "memory"                         # "memory" or "compute": what the headline unit is
-    notes: str = ""
+    # one record per use
+    data: Data
+    cost: Cost
+    call: Call = field(default_factory=Call)
+    testing: Testing = field(default_factory=Testing)
 
     def __post_init__(self):
+        self._check()
+        if not self.testing.fuzz_caps:
+            self.testing = replace(self.testing, fuzz_caps=(FUZZ_CAP,) * len(self.shape_axes))
         # launcher templates by variant name, for builds at other tuning-axis values
         self._launch = {v.name: v.launch or self.launch for v in self.variants}
         self.variants = [self._derive(v) for v in self.variants]
+
+    def _check(self) -> None:
+        """The declaration, checked once where the op is made: every reader may trust it."""
+        where = f"op {self.name!r} (labkit/ops/{self.source[:-3]}.py)"
+        for name, kind in (("data", Data), ("cost", Cost), ("call", Call), ("testing", Testing), ("block", Block)):
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{where}: {name} must be a labkit.spec.{kind.__name__}, "
+                                  f"got {type(getattr(self, name)).__name__}")
+        if self.bound not in BOUNDS or self.group not in GROUPS:
+            raise ConfigError(f"{where}: bound must be one of {BOUNDS} and group one of {GROUPS}, "
+                              f"got {self.bound!r} and {self.group!r}")
+        n = len(self.shape_axes)
+        bad = [s for s in [*self.default_shapes, *self.testing.shapes] if len(s) != n]
+        if bad or (self.testing.fuzz_caps and len(self.testing.fuzz_caps) != n):
+            raise ConfigError(f"{where}: shapes and fuzz caps have one size per axis {self.shape_axes}, "
+                              f"got {bad or self.testing.fuzz_caps}")
+        if isinstance(self.block.threads, dict) and set(self.block.threads) != {v.name for v in self.variants}:
+            raise ConfigError(f"{where}: block threads per variant must name every variant, got "
+                              f"{sorted(self.block.threads)} for {[v.name for v in self.variants]}")
 
     def _fields(self, v: Variant, axes=()) -> dict:
         return {"name": v.name, "ctype": dtypes.get(v.dtype).ctype, "width": v.width, "access": v.access, "dtype": v.dtype,
@@ -197,6 +289,10 @@ class Op:
                 raise ConfigError(f"tuning axes apply to shipped variants, not to {v.name!r}")
             if val != default:
                 out.append((k, val))
+        if self.axis_rule and out:  # values at their defaults change nothing: every variant takes them
+            why = self.axis_rule(v, {**{k: d for k, (d, _) in self.axes.items()}, **dict(items)})
+            if why:
+                raise ConfigError(f"{self.name} {v.name}[{','.join(f'{k}={x}' for k, x in items)}]: {why}")
         return tuple(sorted(out))
 
     def axis_grid(self, axes) -> list:
@@ -237,15 +333,15 @@ class Op:
         return shape
 
     def tol(self, shape: Shape, dtype: str) -> tuple:
-        if self.tolerance:
-            return self.tolerance(shape, dtype)
+        if self.data.tolerance:
+            return self.data.tolerance(shape, dtype)
         d = dtypes.get(dtype)
         return d.rtol, d.atol
 
 
-def V(name: str, dtype: str, width: int = 1, access: int = 0, note: str = "", **kw) -> Variant:
-    """A variant line: V("f16x8_pack", "f16", 8, 16, "one 128-bit pack per thread"). Extra template
-    values go in as keywords (rows=4); `launch=` / `kernel=` override the op's templates."""
-    launch, kernel = kw.pop("launch", ""), kw.pop("kernel", "")
-    return Variant(name, dtype, width, access, note, tuple(sorted(kw.items())), launch, kernel)
-
+def V(name: str, dtype: str, *, width: int = 1, access: int = 0, note: str = "", launch: str = "", kernel: str = "",
+      **args) -> Variant:
+    """A variant line: V("f16x8_pack", "f16", width=8, access=16, note="one 128-bit pack per thread").
+    Extra template values go in as keywords (rows=4); `launch=` / `kernel=` override the op's templates."""
+    return Variant(name, dtype, width=width, access=access, note=note, args=tuple(sorted(args.items())),
+                   launch=launch, kernel=kernel)

@@ -6,14 +6,34 @@ kernel time by more than the device's event overhead (labkit.runner.host_bound),
 whose byte model implies more than the DRAM datasheet allows, with the physics guard's reason (labkit.guard)."""
 from __future__ import annotations
 
+from .records import to_frame
+from .registry import get_op, ops
+from .schema import FIELDS, shown
 from .timing import is_time
 from .verdicts import vs_torch_text
 
 RULE = "-" * 100
+# the fields the line below lays out itself (shape and mode head its block); any other field the schema
+# shows in the table (labkit.schema, shown "table") follows them as `name value unit`
+COMPOSED = frozenset({"variant", "dtype", "shape", "mode", "status", "error", "time_us", "kernel_us", "gbps",
+                      "pct_peak", "tflops", "pct_fma", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
+                      "ci_lo_us", "ci_hi_us", "noise", "stop_reason", "path", "host_bound", "dram_guard"})
 
 
 def _fmt(x, spec):
     return "-" if x is None or x != x else format(x, spec)
+
+
+def _more(r: dict) -> str:
+    """The schema's other table fields of a row, e.g. '  l2_hit 81.3 %'."""
+    out = []
+    for name in shown("table"):
+        v = r.get(name)
+        if name in COMPOSED or v is None or v != v:
+            continue
+        text = format(v, ".4g") if isinstance(v, float) else str(v)
+        out.append(f"{name} {text}{' ' + FIELDS[name].unit if FIELDS[name].unit else ''}")
+    return "".join(f"  {x}" for x in out)
 
 
 def row_line(r: dict) -> str:
@@ -28,7 +48,8 @@ def row_line(r: dict) -> str:
         return f"{name:>22}  NOT A TIME: time_us {r['time_us']} is not a finite duration > 0; no measurement shown"
     k = r.get("kernel_us")
     kern = f" (kernel {_fmt(k, '.2f')})" if k is not None and k == k else ""
-    if r.get("tflops") is not None and r.get("pct_fma") is not None and r.get("intensity", 0) > 20:
+    op = ops().get(r.get("op"))  # the op's bound (Op.bound) picks the unit; rows of unknown ops show GB/s
+    if op is not None and op.bound == "compute" and r.get("tflops") is not None and r.get("pct_fma") is not None:
         rate = f"{_fmt(r.get('tflops'), '7.2f')} TFLOP/s {_fmt(r.get('pct_fma'), '5.1f')}% FMA"
     else:
         rate = f"{_fmt(r.get('gbps'), '7.0f')} GB/s {_fmt(r.get('pct_peak'), '5.1f')}% peak"
@@ -40,13 +61,12 @@ def row_line(r: dict) -> str:
     flag = "  HOST-BOUND" if r.get("host_bound") else ""
     if str(r.get("dram_guard") or "").startswith("above-spec"):  # labkit.guard: faster than DRAM allows
         flag += f"  {str(r['dram_guard']).upper()}"
-    return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {vs_torch_text(r):<34} {noise}{path}{flag}")
+    return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {vs_torch_text(r):<34} {noise}{path}{flag}"
+            f"{_more(r)}")
 
 
 def seed_table(rows, op=None) -> str:
     """Seed 000's layout: one block per shape and mode, one line per variant (row_line)."""
-    from .registry import get_op
-
     lines = []
     groups = list(dict.fromkeys((r["shape"], r["mode"]) for r in rows))
     for shape, mode in groups:
@@ -71,8 +91,6 @@ def seed_table(rows, op=None) -> str:
 
 def pivot(rows, index="shape", columns="variant", value="gbps"):
     """E.g. seed 001's table as a DataFrame: sizes down, access widths across, GB/s in the cells."""
-    from .records import to_frame
-
     df = to_frame(rows)
     df = df[df["status"] == "ok"]
     if "time_us" in df:  # every value pivoted is a time or derived from one

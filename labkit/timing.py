@@ -32,8 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cache_states
+from . import cache_states, device, launch
+from .cupti import Probe, cupti_free, per_launch
+from .device import sm_clock
 from .errors import ConfigError
+from .launch import error_string
+from .ranges import nvtx_range
 from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
@@ -77,8 +81,6 @@ class Blocker:
     def block(self, stream: int, timeout_s: float = BLOCK_TIMEOUT_S) -> None:
         rc = self._block(stream, timeout_s)
         if rc < 0:
-            from .launch import error_string
-
             raise RuntimeError(f"blocking kernel: {error_string(-rc)}")
 
     def release(self) -> None:
@@ -95,10 +97,8 @@ _blocker_state = {"forced_off": os.environ.get("LABKIT_BLOCKING", "1") == "0"}
 
 @functools.lru_cache(maxsize=None)
 def _blocker():
-    from .launch import harness
-
     try:
-        return Blocker(harness()), ""
+        return Blocker(launch.harness()), ""
     except Exception as e:  # no toolkit to build the harness, a driver without mapped memory, ...
         return None, f"{type(e).__name__}: {e}"
 
@@ -127,14 +127,12 @@ def blocked(stream: int | None = None):
     Yields True when the blocking kernel holds the stream, False on the spin fallback."""
     import torch
 
-    from .launch import current_stream
-
     blk = blocker()
     if blk is None:
         torch.cuda._sleep(40_000)  # fallback: ~20 µs of GPU time to cover the enqueue that follows
         yield False
         return
-    blk.block(current_stream() if stream is None else stream)
+    blk.block(launch.current_stream() if stream is None else stream)
     try:
         yield True
     finally:
@@ -145,11 +143,9 @@ def blocked(stream: int | None = None):
 def _flush_buffer():
     import torch
 
-    from .device import properties
-
     dev = torch.cuda.current_device()
     if dev not in _flush_buf:
-        buf = torch.zeros(2 * properties()["l2_bytes"] // 4, dtype=torch.float32, device="cuda")
+        buf = torch.zeros(2 * device.properties()["l2_bytes"] // 4, dtype=torch.float32, device="cuda")
         _flush_buf[dev] = (buf, torch.zeros((), dtype=torch.float32, device="cuda"))
     return _flush_buf[dev]
 
@@ -236,18 +232,17 @@ HOT_MAX_BATCH = 1000
 
 
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
-            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, energy: bool = False,
+            hot_target_s: float = HOT_TARGET_S, ranges: bool = False, meter=None,
             kernels: bool = False) -> Measurement:
     """Time `fn()`, which launches GPU work on the current stream (triton's `do_bench`
     counterpart): warm-up, then samples in cache state `mode` until the stop rule says so. `fn`
     may be a list of launches, one per buffer set, which the samples cycle through (a rotating
     state needs them). With `ranges`, the warm-up and the timed loop sit in NVTX ranges 'warmup' and
-    'timed <mode>'. With `energy`, NVML power clocks over the timed loop and energy per launch from
-    the launches back to back (in an NVTX range 'energy' of its own) are added (`Measurement.energy`).
-    With `kernels` (and CUPTI free: not under Nsight), the timed loop runs under CUPTI and the same
-    samples' kernel durations are added (`Measurement.kernels`, labkit.cupti.per_launch)."""
-    from .ranges import nvtx_range
-
+    'timed <mode>'. With a `meter` (labkit.energy.Sampler: start(), stop(launches)), its clocks,
+    temperature and throttling over the timed loop are added (`Measurement.energy`; energy per launch
+    is labkit.energy.measure's, which calls this). With `kernels` (and CUPTI free: not under
+    Nsight), the timed loop runs under CUPTI and the same samples' kernel durations are added
+    (`Measurement.kernels`, labkit.cupti.per_launch)."""
     state = cache_states.get(mode)
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     if not fns or not all(callable(f) for f in fns):
@@ -257,18 +252,7 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     with phase("warmup"):
         _warmup(fns[0], warmup_s, state)
     with phase(f"timed {mode}"):
-        m = _measure(fns, state, rule, hot_target_s, energy, kernels)
-    if m.energy and m.energy.get("nvml") == "ok":
-        # clocks and throttling from the timed loop; energy from the launches back to back (see
-        # energy.sustained), after the timed loop and in a range of its own
-        from .energy import sustained
-
-        with phase("energy"):
-            b2b = sustained(fns[0])
-        keep = {k: v for k, v in m.energy.items() if k.startswith(("sm_clock", "temp", "nvml"))}
-        m.energy = {**b2b, **keep, "throttled": bool(m.energy.get("throttled") or b2b.get("throttled"))}
-        m.throttled = m.throttled or m.energy["throttled"]
-    return m
+        return _measure(fns, state, rule, hot_target_s, meter, kernels)
 
 
 def _warmup(fn, warmup_s: float, state) -> None:
@@ -287,7 +271,7 @@ def _warmup(fn, warmup_s: float, state) -> None:
     torch.cuda.current_stream().synchronize()
 
 
-def _capture(calls: list):
+def capture(calls: list):
     """A CUDA graph of `calls` (callables, in order) on the current stream, or None where capture
     fails. Uses capture_begin/end directly: torch.cuda.graph() also runs gc.collect() (slow in a notebook)."""
     import torch
@@ -325,7 +309,7 @@ def _sample(state, fns, hot_target_s):
     batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
     batch = len(fns) * max(1, round(batch / len(fns)))
     calls = [fns[i % len(fns)] for i in range(batch)]
-    graph = _capture(calls)
+    graph = capture(calls)
     if graph is not None:
         return before, graph.replay, batch, "graph"
 
@@ -335,13 +319,8 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
-def _measure(fns, state, rule, hot_target_s, energy, kernels) -> Measurement:
-    from .cupti import Probe, cupti_free, per_launch
-    from .device import sm_clock
-    from .energy import Sampler
-
+def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     clock0, thr0 = sm_clock()
-    meter = Sampler() if energy else None
     before, body, batch, method = _sample(state, fns, hot_target_s)
     probe = Probe() if kernels and cupti_free() else None
     if meter:
@@ -350,7 +329,7 @@ def _measure(fns, state, rule, hot_target_s, energy, kernels) -> Measurement:
         loop = _run_samples(before, body, rule, state.group, probe)
     samples = [x / batch for x in loop.samples]
     # clocks, temperature and throttling over the loop; its energy would count the idle time between
-    # samples, so energy per launch comes from the launches back to back (energy.sustained, in measure)
+    # samples, so energy per launch comes from the launches back to back (energy.measure)
     power = meter.stop(launches=0) if meter else None
     clock1, thr1 = sm_clock()
     clock = clock1 if clock1 is not None else clock0

@@ -31,6 +31,7 @@ import subprocess
 from pathlib import Path
 
 from .errors import ConfigError, LabkitError, ToolMissingError, ToolTimeoutError
+from .paths import cache_root
 
 DEFAULT_HOME = "/usr/local/cuda"
 # What to pip-install for a program. nvcc alone cannot compile labkit's kernels: cuda_fp16.h includes
@@ -139,8 +140,6 @@ def _linkable_home(home: Path) -> Path:
     libs = sorted((home / "lib").glob("libcudart.so.*")) if (home / "lib").is_dir() else []
     if not libs:
         return home
-    from .paths import cache_root
-
     shadow = cache_root() / "cuda-home" / hashlib.sha256(str(home).encode()).hexdigest()[:12]
     lib64 = shadow / "lib64"
     lib64.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -7,7 +7,7 @@ the explorer's panel). One card gathers what explains a time:
   recorded ncu output, else the command to run elsewhere: never invented);
 * the kernel's SASS (nvcc + cuobjdump, no GPU): load/store widths, instructions, registers, spills;
 * occupancy: resident blocks per SM from registers and shared memory (cuobjdump's resource usage),
-  the block size (labkit.sass.BLOCK_THREADS, or ncu's) and the SM's limits (labkit.sass.SM_LIMITS);
+  the block size (Op.block via labkit.sass.block_threads, or ncu's), the SM's limits (sass.SM_LIMITS);
 * the launch floor (the empty kernel's event time on this device), NVML power and energy;
 * hints from labkit.hints' rule table.
 
@@ -22,8 +22,12 @@ import re
 from dataclasses import dataclass, field
 from html import escape
 
+from . import device, dtypes
 from .cache_states import check, names
-from .errors import LabkitError
+from .errors import LabkitError, ToolMissingError
+from .paths import gpu_slug, results_dir
+from .registry import get_op
+from .schema import split_variant, variant_label
 from .verdicts import SAMPLES, vs_torch_text
 
 # compute capability of a recorded GPU, by a fragment of its name (for the SASS when no GPU is here)
@@ -69,11 +73,8 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     picks the headline time; the other states are shown. Recorded mode is used without a GPU; `gpu`
     picks a recorded GPU (slug or name) when several are recorded. `ncu=False` skips Nsight Compute;
     `rule` sets a live run's StopRule as in labkit.bench (e.g. budget_s=0.3)."""
-    from . import dtypes
     from .config import make_rule
     from .hints import hints
-    from .nsight.names import split_variant
-    from .registry import get_op
 
     check(mode)
     rule = make_rule(None, **rule)  # checked in recorded mode too, where it is not used
@@ -81,7 +82,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     name, axes = split_variant(variant)
     v = o.variant(name, dtype)
     ax = o.check_axes(v, axes) if axes else ()
-    variant_s = name + (f"[{','.join(f'{k}={x}' for k, x in ax)}]" if ax else "")
+    variant_s = variant_label(name, ax)
     notes: list = []
     live = not recorded and _has_gpu()
     if not recorded and not live:
@@ -94,7 +95,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
     f = {"op": o.name, "variant": variant_s, "dtype": v.dtype, "shape": shape_s, "mode": mode,
          "source": "live" if live else "recorded", "gpu": dev.get("gpu") or _first(rows, "gpu"), "arch": arch,
          "access_bytes": v.access, "width": v.width, "itemsize": dtypes.get(v.dtype).itemsize, "note": v.note,
-         "bytes_model": o.bytes_moved(o.parse_shape(shape_s), v.dtype), "l2_bytes": dev.get("l2_bytes"),
+         "bytes_model": o.cost.bytes_moved(o.parse_shape(shape_s), v.dtype), "l2_bytes": dev.get("l2_bytes"),
          "facts_ref": dev.get("ref")}
     f.update(_timing(rows, mode, dev, notes))
     f.update(_sass(o, v, arch, notes))
@@ -108,9 +109,7 @@ def why(op, variant, shape=None, dtype=None, recorded: bool = False, mode: str =
 # ---- sources of rows and device facts -------------------------------------------------------------
 def _has_gpu() -> bool:
     try:
-        from .device import has_gpu
-
-        return has_gpu()
+        return device.has_gpu()
     except Exception:  # no torch CUDA build, no driver: recorded mode
         return False
 
@@ -118,19 +117,18 @@ def _has_gpu() -> bool:
 def _live(o, v, axes, shape, variant_s, rule):
     from .ceilings import device_facts
     from .config import plan
-    from .device import properties
     from .records import ResultLog
     from .session import run
 
     shape_s = o.format_shape(o.parse_shape(shape) if shape is not None else
-                             max(o.default_shapes, key=lambda s: o.bytes_moved(s, v.dtype)))
+                             max(o.default_shapes, key=lambda s: o.cost.bytes_moved(s, v.dtype)))
     cfgs = plan(o, [v], v.dtype, [shape_s], names(), rule=rule, axes={k: [x] for k, x in axes} or None,
                 baseline=not v.is_torch)
     recs = run(cfgs, ResultLog(), title=f"why {o.name}", progress=False, workers=False, kernel_time=True, energy=True)
     rows = {r["mode"]: r for r in recs if r["variant"] == variant_s}
     if not rows:
         raise LabkitError(f"the run returned no row for {o.name} {variant_s} {shape_s}")
-    return rows, device_facts() or {}, shape_s, properties()["arch"]
+    return rows, device_facts() or {}, shape_s, device.properties()["arch"]
 
 
 def _recorded(o, v, variant_s, shape, gpu, notes):
@@ -249,7 +247,6 @@ def _ncu(o, v, variant_s, shape_s, run_it: bool, dev: dict, notes: list) -> dict
     cmd = f"labkit profile {o.name} -v {variant_s} -d {v.dtype} -s {shape_s} --ncu"
     df, where = None, None
     if run_it:
-        from .errors import ToolMissingError
         from .nsight import ncu_metrics
 
         try:
@@ -260,7 +257,6 @@ def _ncu(o, v, variant_s, shape_s, run_it: bool, dev: dict, notes: list) -> dict
             notes.append(f"ncu could not measure: {e}")
     else:
         from .nsight import recorded_ncu
-        from .paths import gpu_slug, results_dir
 
         slug = gpu_slug(dev.get("gpu") or "")
         folder = results_dir() / slug / "nsight"

@@ -3,9 +3,17 @@ lifeline watch, and the request loop around the runner. Kept apart from the pare
 two halves of the protocol each read top to bottom."""
 from __future__ import annotations
 
+import importlib
 import os
+import signal
+import sys
 import threading
 import traceback
+from multiprocessing.connection import Connection
+
+from . import device
+from .errors import ConfigError
+from .ranges import Scope
 
 
 def main(fd: int, lifeline: int) -> None:
@@ -13,9 +21,6 @@ def main(fd: int, lifeline: int) -> None:
     parent's `__main__`: an unguarded script started itself again in every worker). It takes the
     parent's sys.path and its task over the socket `fd`, and exits when `lifeline` closes: the
     parent died, even by SIGKILL, so no worker outlives it holding a GPU."""
-    import sys
-    from multiprocessing.connection import Connection
-
     threading.Thread(target=watch, args=(lifeline,), daemon=True).start()
     conn = Connection(fd)
     sys_path, gpu, runner_spec, env = conn.recv()
@@ -36,8 +41,6 @@ def watch(fd: int) -> None:
 def _child(conn, gpu, runner_spec, env):
     """The worker's main (the GPU is pinned by UUID in its environment: CUDA's own numbering may
     differ from the host's): serve ('run', title, cfg) until ('stop',)."""
-    import signal
-
     # Ctrl-C (or a notebook's interrupt, or nbclient's shutdown) is the parent's to handle: it stops
     # the run between configurations; a worker never dies mid-measurement of it
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -45,16 +48,12 @@ def _child(conn, gpu, runner_spec, env):
     try:
         factory = resolve(runner_spec[0])
         runner = factory(**runner_spec[1])
-        from .session import Scope
-
         scope = Scope()
         runner.phase = lambda name: conn.send(("phase", name))
         conn.send(("ready", _identity(runner)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("failed", f"{type(e).__name__}: {e}", traceback.format_exc()))
         return
-    from .errors import ConfigError
-
     while True:
         try:
             msg = conn.recv()
@@ -89,14 +88,10 @@ def _identity(runner) -> dict:
     ident = getattr(runner, "identity", None)
     if ident:
         return ident()
-    from .device import properties
-
-    p = properties()
+    p = device.properties()
     return {"gpu": p["gpu"], "gpu_index": p["index"], "uuid": p["uuid"], "pid": os.getpid()}
 
 
 def resolve(spec: str):
-    import importlib
-
     mod, _, name = spec.partition(":")
     return getattr(importlib.import_module(mod), name)

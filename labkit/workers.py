@@ -19,10 +19,14 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import socket
+import subprocess
+import sys
 import threading
+from multiprocessing.connection import Connection
 
 from .device import resolve_gpus
-from .errors import LabkitError
+from .errors import ConfigError, LabkitError
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
 PHASE_TIMEOUT_S = 120     # any other phase of one configuration (a hung kernel is killed after this)
@@ -38,11 +42,6 @@ class Worker:
 
     def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
-        import socket
-        import subprocess
-        import sys
-        from multiprocessing.connection import Connection
-
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
         env = dict(os.environ, **self.env)
         if gpu is not None:
@@ -170,8 +169,7 @@ class Worker:
 def failure_row(cfg, kind: str, message: str, identity: dict) -> dict:
     """The record of a configuration whose worker died, hung or lost its CUDA context."""
     v = cfg.variant
-    return {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
-            "offset": cfg.offset, "status": "error", "error": message, "worker": kind,
+    return {**cfg.head(), "status": "error", "error": message, "worker": kind,
             "kernel": v.kernel or v.symbol or v.name, **{k: identity.get(k) for k in ("gpu", "gpu_index")}}
 
 
@@ -237,8 +235,6 @@ class WorkerPool:
         if kind == "row":
             return msg[1]
         if kind == "config_error":
-            from .errors import ConfigError
-
             raise ConfigError(msg[1])
         if kind == "lost":
             w.proc.wait(10)

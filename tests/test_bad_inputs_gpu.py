@@ -28,14 +28,14 @@ def valid_call(op_name, variant=None, dtype=None, shape=None, offset=0):
     """One call of a variant on the op's own inputs, checked against the float64 reference."""
     op = get_op(op_name)
     v = op.variant(variant, dtype) if variant else op.variants[-1]
-    shape = shape or op.test_shapes[1]
+    shape = shape or op.testing.shapes[1]
     gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = op.make_inputs(shape, v.dtype, gen, offset)
-    params = {"bins": shape[1]} if "bins" in op.call_params else {}
+    inputs = op.data.make_inputs(shape, v.dtype, gen, offset)
+    params = {"bins": shape[1]} if "bins" in op.call.keywords else {}
     out = labkit.call(op.name, v.name, *inputs, sync=True, **params)
     assert isinstance(out, torch.Tensor)  # the op's one output, never workspace
     rtol, atol = op.tol(shape, v.dtype)
-    r = compare(out, op.reference(inputs, shape, v.dtype)[0], rtol, atol)
+    r = compare(out, op.data.reference(inputs, shape, v.dtype)[0], rtol, atol)
     assert r.ok, f"{op.name} {v.name} {shape}: {r.message}"
 
 
@@ -67,10 +67,10 @@ VARIANTS = [(o.name, v.name, v.dtype) for o in ops().values() for v in o.variant
 @pytest.mark.parametrize("op,v,dtype", VARIANTS, ids=["-".join(x) for x in VARIANTS])
 def test_every_variant_is_callable_and_its_repeat_reuses_the_checks(op, v, dtype):
     o = get_op(op)
-    for shape in o.test_shapes[:3]:
+    for shape in o.testing.shapes[:3]:
         valid_call(op, v, dtype, shape)
         valid_call(op, v, dtype, shape)  # the same signature again: the prepared launch, new data pointers
-    valid_call(op, v, dtype, o.test_shapes[1], offset=3)  # a misaligned view (contiguous, so it is taken)
+    valid_call(op, v, dtype, o.testing.shapes[1], offset=3)  # a misaligned view (contiguous, so it is taken)
 
 
 def test_the_issue_cases_read_nothing_out_of_bounds(no_launch):
@@ -94,7 +94,33 @@ def test_a_cached_signature_never_admits_another_shape_or_layout():
     assert torch.equal(labkit.call("add", "f32x4", a, a, sync=True), a + a)
 
 
-@pytest.mark.parametrize("variant", ["i32", "i32x4", "i32x4_smem"])
+def test_a_prepared_signature_follows_tensors_changed_in_place_and_the_current_stream():
+    """The repeat's guard sees the tensor objects as they are now: resized or restrided in place, they
+    are refused as a first call would be; under another current stream the repeat launches there."""
+    a, b, c = (torch.randn(64, 64, device="cuda") for _ in range(3))
+    for _ in range(2):
+        assert torch.equal(labkit.call("add", "f32x4", a, b, out=c, sync=True), a + b)
+    for change, match in [(lambda: b.resize_(64, 63), "equal shapes"), (lambda: c.resize_(64, 65), r"out\[0\]"),
+                          (lambda: c.as_strided_((64, 64), (1, 64)), r"out\[0\] must be a contiguous")]:
+        b, c = torch.randn(64, 64, device="cuda"), torch.empty(64, 64, device="cuda")
+        labkit.call("add", "f32x4", a, b, out=c)  # the prepared repeat on these objects
+        change()
+        with pytest.raises(ConfigError, match=match):
+            labkit.call("add", "f32x4", a, b, out=c)
+    x, c = torch.randn(1 << 20, device="cuda"), torch.empty(1 << 20, device="cuda")
+    labkit.call("add", "f32x4", x, x, out=c, sync=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # on s: a wait, a fill, then the repeat, which must come after the fill
+        torch.cuda._sleep(20_000_000)
+        c.fill_(0)
+        labkit.call("add", "f32x4", x, x, out=c)
+    torch.cuda.synchronize()
+    assert torch.equal(c, x + x)  # launched on the default stream it would have run first, then been zeroed
+    assert context_ok()
+
+
+@pytest.mark.parametrize("variant", ["i32", "i32x4", "i32x4_smem", "i32x4_sm"])
 @pytest.mark.parametrize("bins", [1, 7, 256, 20000])  # 20000: the smem variant's fallback
 def test_histogram_skips_values_outside_the_bins(variant, bins):
     x = torch.randint(-3 * bins - 5, 3 * bins + 5, (100_003,), device="cuda", dtype=torch.int32)
@@ -136,7 +162,11 @@ def test_inputs_on_two_gpus_or_off_the_current_one_are_refused():
     with pytest.raises(ConfigError, match=r"the current device is cuda:0; call inside `with torch.cuda.device\(1\)"):
         labkit.call("add", "f32", b, b)
     with torch.cuda.device(1):
-        assert labkit.call("add", "f32", b, b, sync=True).sum().item() == 16
+        for _ in range(2):  # checked, then the prepared repeat
+            assert labkit.call("add", "f32", b, b, sync=True).sum().item() == 16
+    for _ in range(2):  # a prepared signature never launches off the current device either
+        with pytest.raises(ConfigError, match=r"the inputs are on cuda:1, the current device is cuda:0"):
+            labkit.call("add", "f32", b, b)
 
 
 def test_out_is_written_and_checked_like_torch_out():

@@ -88,7 +88,7 @@ def test_timing_carries_out_each_states_declarations(monkeypatch):
     monkeypatch.setitem(timing.FLUSHES, "read", lambda: done.append("read"))
     monkeypatch.setitem(timing.FLUSHES, "write", lambda: done.append("write"))
     monkeypatch.setattr(timing, "estimate", lambda fn: 100e-6)  # 20 launches make a 2 ms sample
-    monkeypatch.setattr(timing, "_capture", lambda calls: None)   # no graph here: the loop fallback
+    monkeypatch.setattr(timing, "capture", lambda calls: None)   # no graph here: the loop fallback
     sets = [lambda k=k: done.append(k) for k in range(3)]
     for mode, flushed in (("cold", "read"), ("cold-dirty", "write")):
         before, body, batch, method = timing._sample(cache_states.get(mode), sets[:1], timing.HOT_TARGET_S)

@@ -45,11 +45,10 @@ def test_nvml_energy_per_launch_is_physically_the_launches_own():
     import torch
 
     from labkit.device import nvml, nvml_handle
-    from labkit.energy import sustained
-    from labkit.timing import measure
+    from labkit.energy import measure, sustained
 
     x = torch.randn(1 << 26, device="cuda")  # 256 MB: DRAM-bound, hot or back to back alike
-    m = measure(lambda: x.mul_(1.0), "hot", energy=True)
+    m = measure(lambda: x.mul_(1.0), "hot")
     e = m.energy
     if e.get("nvml") != "ok":
         pytest.skip(f"NVML here: {e.get('nvml')}")

@@ -62,7 +62,7 @@ def test_poison_never_matches_the_reference():
 @pytest.mark.parametrize("op", list(ops().values()), ids=list(ops()))
 def test_every_op_and_variant_resolves_once(op):
     for v in op.variants_for():
-        for s in op.default_shapes[:2] + op.test_shapes[:2]:
+        for s in op.default_shapes[:2] + op.testing.shapes[:2]:
             cfg = resolve(op.name, v.name, v.dtype, op.format_shape(s), "hot", offset=1, rule={"budget_s": 0.1})
             assert cfg.spec is op and cfg.variant == v and cfg.shape == tuple(s) and cfg.rule.budget_s == 0.1
             assert cfg.key == (op.name, v.name, v.dtype, op.format_shape(s), "hot")
@@ -78,7 +78,7 @@ def test_every_op_is_callable_through_the_same_resolution():
         for v in op.variants:
             assert _resolve(op.name, v.name, v.dtype) == (op, v)
     h = get_op("histogram")
-    assert "bins" in h.call_params and h.signature is not None
+    assert "bins" in h.call.keywords and h.call.signature is not None
 
 
 def test_plan_puts_torch_first_in_every_group_and_checks_its_arguments():
@@ -296,29 +296,3 @@ def test_labkit_blocking_0_starts_without_the_blocking_kernel():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "LABKIT_BLOCKING": "0"})
     assert r.returncode == 0 and "spin" in r.stdout, r.stderr
-
-
-def test_call_packer_writes_exactly_the_data_pointers():
-    """labkit.call's repeat writes n data pointers as 64-bit words: every other byte of
-    the argument block (numel, sizes, ndim, itemsize, ints, floats) stays as packed."""
-    import ctypes
-
-    from labkit.calls import _packer
-    from labkit.launch import LkArgs, LkTensor
-
-    class Ptr:
-        def __init__(self, p):
-            self.p = p
-
-        def data_ptr(self):
-            return self.p
-
-    a = LkArgs()
-    ctypes.memset(ctypes.addressof(a), 0x5A, ctypes.sizeof(a))
-    before = bytes(a)
-    words = memoryview(a).cast("B").cast("Q")
-    _packer(3, ctypes.sizeof(LkTensor), LkArgs.t.offset + LkTensor.data.offset)(words, Ptr(11), Ptr(1 << 40), Ptr(33))
-    assert [a.t[k].data for k in range(3)] == [11, 1 << 40, 33]
-    changed = {k for k, (x, y) in enumerate(zip(before, bytes(a))) if x != y}
-    fields = {LkArgs.t.offset + k * ctypes.sizeof(LkTensor) + LkTensor.data.offset + j for k in range(3) for j in range(8)}
-    assert changed <= fields

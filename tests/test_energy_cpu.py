@@ -52,9 +52,9 @@ def test_summarize_zero_launches_and_missing_fields():
 
 # ---- fallback -------------------------------------------------------------------------------------
 def test_pynvml_missing(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: None)
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml -> ImportError
     s = Sampler()
     assert not s.available
@@ -64,18 +64,18 @@ def test_pynvml_missing(monkeypatch):
 
 
 def test_nvml_without_handle(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: FakeNVML())
-    monkeypatch.setattr(labkit.device, "nvml_handle", lambda device=None: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: FakeNVML())
+    monkeypatch.setattr(labkit.energy, "nvml_handle", lambda device=None: None)
     out = Sampler().start().stop(5)
     assert out == {"nvml": "unavailable: NVML has no handle for this process's GPU"}
 
 
 def test_nvml_not_initialised(monkeypatch):
-    import labkit.device
+    import labkit.energy
 
-    monkeypatch.setattr(labkit.device, "nvml", lambda: None)
+    monkeypatch.setattr(labkit.energy, "nvml", lambda: None)
     pytest.importorskip("pynvml")
     assert Sampler().stop(3)["nvml"].startswith("unavailable: NVML did not initialise")
 
@@ -282,7 +282,7 @@ def test_loop_energy_of_older_rows_is_never_shown_as_energy_per_launch(tmp_path)
 
 
 def test_sustained_captures_one_graph_of_the_batch(monkeypatch):
-    # the graph helper takes the calls in order (labkit.timing._capture, shared with the graph states)
+    # the graph helper takes the calls in order (labkit.timing.capture, shared with the graph states)
     import torch
 
     from labkit import energy, timing
@@ -290,7 +290,7 @@ def test_sustained_captures_one_graph_of_the_batch(monkeypatch):
     seen = {}
     monkeypatch.setattr(torch.cuda, "Event", lambda enable_timing=False: object())
     monkeypatch.setattr(timing, "estimate", lambda fn: 20e-6)  # 100 launches make 2 ms
-    monkeypatch.setattr(timing, "_capture", lambda calls: seen.setdefault("calls", calls) and None)
+    monkeypatch.setattr(timing, "capture", lambda calls: seen.setdefault("calls", calls) and None)
     monkeypatch.setattr(energy, "back_to_back", lambda replay, batch, *a, **k: {"batch": batch})
     meter = Sampler(nv=FakeNVML(), handle="h")
     fn = lambda: None  # noqa: E731

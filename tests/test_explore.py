@@ -6,8 +6,6 @@ does not exist. Recorded mode reads fixture results written into tmp folders."""
 import ast
 import asyncio
 import json
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +44,7 @@ class FakeExecutor:
 
     def record(self, cfg):
         op, v = cfg.spec, cfg.variant
-        nbytes = op.bytes_moved(cfg.shape, v.dtype)
+        nbytes = op.cost.bytes_moved(cfg.shape, v.dtype)
         row = {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "mode": cfg.mode,
                "bytes": nbytes, "gpu": self.gpu, "driver": "555.0", "commit": "test", "date": "2026-11-02T00:00:00Z"}
         if self.max_bytes and nbytes > self.max_bytes:  # the runner's skip: not enough memory
@@ -62,8 +60,8 @@ class FakeExecutor:
         t_us = nbytes / gbps / 1e3
         row.update(status="ok", time_us=t_us, kernel_us=0.9 * t_us, host_bound=v.name in self.host_bound, gbps=gbps,
                    peak_gbps=3300.0, pct_peak=gbps / 33, noise=0.003, samples=40, stop_reason="converged")
-        if op.flops:
-            flops = op.flops(cfg.shape, v.dtype)
+        if op.cost.flops:
+            flops = op.cost.flops(cfg.shape, v.dtype)
             tflops = flops / t_us / 1e6 * (200 if op.bound == "compute" else 1)
             row.update(flops=flops, tflops=tflops, intensity=flops / nbytes, pct_fma=100 * tflops / 60.0)
         if self.energy:
@@ -389,7 +387,9 @@ def test_energy_axis_when_rows_have_it(sent):
 
 
 def test_why_and_sass_diff_panels(sent, monkeypatch):
-    import labkit.sass
+    import labkit.explore.panels as panels
+    import labkit.sass_diff
+    from labkit.errors import LabkitError
 
     ex = make()
     calls = []
@@ -398,26 +398,27 @@ def test_why_and_sass_diff_panels(sent, monkeypatch):
         def _repr_html_(self):
             return "<div class='lk-why'>card</div>"
 
-    fake_why = types.ModuleType("labkit.why")
-    fake_why.why = lambda *a, **k: (calls.append((a, k)), Card())[1]
-    monkeypatch.setitem(sys.modules, "labkit.why", fake_why)
+    monkeypatch.setattr(panels, "why", lambda *a, **k: (calls.append((a, k)), Card())[1])
     ex.select(block=512)
     ex.why.button.click()
     assert "card" in ex.why.out.value
     assert calls == [(("add", "f16x2[block=512]", "2048x2048", "f16"), {"recorded": False})]
-    monkeypatch.setitem(sys.modules, "labkit.why", None)   # a checkout without labkit.why
-    ex.why.button.click()
-    assert "needs labkit.why" in ex.why.out.value
 
-    monkeypatch.setattr(labkit.sass, "diff_html", lambda op, a, b, dtype=None: f"<pre>{op} {a} {b} {dtype}</pre>",
-                        raising=False)
+    def fails(*a, **k):
+        raise LabkitError("nvcc not found")
+
+    monkeypatch.setattr(panels, "why", fails)   # an error of labkit's shows in the panel
+    ex.why.button.click()
+    assert "why add f16x2[block=512] 2048x2048: nvcc not found" in ex.why.out.value
+
+    monkeypatch.setattr(labkit.sass_diff, "diff_html", lambda op, a, b, dtype=None: f"<pre>{op} {a} {b} {dtype}</pre>")
     ex.details.selected_index = 2               # opening the pane offers this dtype's variants
     assert ex.sass.a.value == "f16x2" and ex.sass.b.value != "f16x2" and "f32x4" not in ex.sass.a.options
     ex.sass.button.click()
     assert ex.sass.out.value == f"<pre>add f16x2 {ex.sass.b.value} f16</pre>"
-    monkeypatch.delattr(labkit.sass, "diff_html")
+    monkeypatch.setattr(labkit.sass_diff, "diff_html", fails)
     ex.sass.button.click()
-    assert "needs labkit.sass.diff_html" in ex.sass.out.value
+    assert "SASS diff f16x2 vs" in ex.sass.out.value and "nvcc not found" in ex.sass.out.value
 
 
 # ---- recorded mode --------------------------------------------------------------------------------
@@ -490,7 +491,7 @@ def test_recorded_compute_bound_in_tflops(sent, tmp_path):
         rows = fixture_rows(gpu, peak, "sgemm")
         for r in rows:
             if r["time_us"]:
-                r["tflops"] = op.flops(op.parse_shape(r["shape"]), "f32") / r["time_us"] / 1e6 * 300
+                r["tflops"] = op.cost.flops(op.parse_shape(r["shape"]), "f32") / r["time_us"] / 1e6 * 300
         write_rows(tmp_path, slug, "sgemm", rows)
     ex = explore("sgemm", results=tmp_path, debounce_s=0)
     assert ex.fig.layout.yaxis.title.text == "TFLOP/s"

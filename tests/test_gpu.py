@@ -12,7 +12,7 @@ from labkit.runner import Runner
 pytestmark = pytest.mark.gpu
 
 FAST = make_rule(min_samples=5, max_samples=50, budget_s=0.05)
-CASES = [(op, v, s) for op in ops().values() for v in op.variants_for() for s in op.test_shapes]
+CASES = [(op, v, s) for op in ops().values() for v in op.variants_for() for s in op.testing.shapes]
 # torch's own kernels carry the marker `torch_ref`: racecheck deselects them (-m "gpu and not torch_ref")
 _PARAMS = [pytest.param(*c, marks=[pytest.mark.torch_ref] if c[1].is_torch else []) for c in CASES]
 SEED = [(op, v, s) for op in ops().values() for v in op.variants_for() for s in op.shape_presets.get("seed", [])

@@ -36,11 +36,12 @@ def test_harness_has_the_blocking_empty_and_fma_kernels(cubins):
 @pytest.mark.parametrize("op,v", VARIANTS, ids=[f"{o.name}-{v.name}" for o, v in VARIANTS])
 def test_access_width_in_sass(cubins, op, v, arch):
     f = sass.find_kernel(sass.functions(cubins[(op.source, arch)]), v.kernel)
-    loads = sass.mem_widths(f["sass"], "LDG")
+    # global loads, and copies global -> shared (cp.async: embedding's flat gather)
+    loads = sass.mem_widths(f["sass"], "LDG") | set(sass.counts(f).get("LDGSTS", {}))
     # the data loads have the claimed width; 32-bit loads may also appear (indices, sizes)
     assert 8 * v.access in loads and max(loads) <= max(8 * v.access, 32), \
         f"{v.name}: global loads {sorted(loads)} bits, expected {8 * v.access}"
-    if op.vector_stores:
+    if op.testing.vector_stores:
         stores = sass.mem_widths(f["sass"], "STG")
         assert max(stores) == 8 * v.access, f"{v.name}: global stores {sorted(stores)} bits"
     if v.access < 8:  # scalar / 32-bit variants must issue neither 64- nor 128-bit accesses

@@ -98,7 +98,7 @@ labkit.labs.LIVE = True
 
 def _row(c, energy=False):
     o = c.spec
-    nb = o.bytes_moved(c.shape, c.dtype)
+    nb = o.cost.bytes_moved(c.shape, c.dtype)
     t = nb / 3.0e3 / 1e3 + (2.0 if c.variant.is_torch else 2.5)  # tuning-axis values do not change it
     rng = np.random.default_rng(zlib.crc32(c.describe().encode()))  # 3 % noise, the same in every run
     r = {"op": c.op, "variant": c.variant_s, "dtype": c.dtype, "shape": c.shape_s, "mode": c.mode, "status": "ok",
@@ -106,8 +106,8 @@ def _row(c, energy=False):
          "peak_gbps": 3000.0, "noise": 0.03, "stop_reason": "converged", "gpu": "Fake GPU", "commit": "fake",
          "date": "2026-11-24T00:00:00Z", "samples_us": keep_samples(t * 1e-6 * (1 + 0.03 * rng.standard_normal(200))),
          **dict(c.axes)}
-    if o.flops:
-        r.update(flops=o.flops(c.shape, c.dtype), tflops=o.flops(c.shape, c.dtype) / t / 1e6)
+    if o.cost.flops:
+        r.update(flops=o.cost.flops(c.shape, c.dtype), tflops=o.cost.flops(c.shape, c.dtype) / t / 1e6)
     if energy:
         r.update(power_w=400.0, energy_per_launch_j=400 * t * 1e-6, gb_per_j=nb / 1e9 / (400 * t * 1e-6),
                  energy_scope="2000 back-to-back launches")

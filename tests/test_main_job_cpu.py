@@ -17,7 +17,7 @@ def test_main_job_builds_ahead_prints_a_table_per_dtype_then_a_summary(monkeypat
     class Runner(FakeRunner):
         def run(self, cfg):
             order.append(cfg.dtype)
-            return dict(super().run(cfg), kernel_us=0.5, bytes=cfg.spec.bytes_moved(cfg.shape, cfg.dtype))
+            return dict(super().run(cfg), kernel_us=0.5, bytes=cfg.spec.cost.bytes_moved(cfg.shape, cfg.dtype))
 
     assert main_job.main({"runner": Runner()}) == 0
     out = capsys.readouterr().out

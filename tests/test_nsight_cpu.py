@@ -132,10 +132,6 @@ def test_range_names_of_the_runner():
     assert nsight.parse_config("add f16x8_pack[block=512] 4096x4096") == {
         "op": "add", "variant": "f16x8_pack[block=512]", "dtype": None, "shape": "4096x4096"}
     assert nsight.range_kind("add f16x8_pack[block=512] 4096x4096") == "config"
-    assert nsight.split_variant("f16x8_pack[block=512]") == ("f16x8_pack", {"block": 512})
-    assert nsight.split_variant("torch") == ("torch", {})
-    with pytest.raises(ConfigError, match="axis values are integers"):
-        nsight.split_variant("f16x8_pack[block=big]")
 
 
 def test_fill_dtype_reads_variant_labels():

@@ -98,7 +98,7 @@ def test_the_states_come_from_the_registry(monkeypatch):
             return reads, 0.0
 
     monkeypatch.setitem(cache_states.STATES, "fake-state", FakeState())
-    monkeypatch.setattr("labkit.runner.Runner", FakeRunner)
+    monkeypatch.setattr("labkit.clocks.harnesses.Runner", FakeRunner)
     cfgs = configs("add", "f16x8_pack", "64x64", "f16")
     assert [c.mode for c in cfgs] == [*cache_states.names()] and cfgs[-1].mode == "fake-state"
     rows = harnesses.labkit_rows(cfgs)

@@ -26,10 +26,13 @@ def test_an_unknown_stage_is_refused_before_anything_runs(capsys):
 
 
 def test_the_zoo_stage_runs_every_zoo_sweep_in_one_process():
+    from labkit.registry import ops
     from labkit.sweeps import SWEEPS
 
     cmd = dict((n, c) for n, c, _ in record.stages(0.1))["zoo"]
-    assert set(record.ZOO) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(record.ZOO)] == record.ZOO
+    zoo = record.zoo()  # one sweep per op of the zoo group, derived from the catalog
+    assert zoo and set(zoo) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(zoo)] == zoo
+    assert {SWEEPS[n].op for n in zoo} == {o.name for o in ops().values() if o.group == "zoo"}
 
 
 def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
@@ -143,3 +146,14 @@ def test_cell_seconds_reads_nbclient_timestamps():
                 nbformat.v4.new_code_cell("never ran")]
     assert cell_seconds(nb) == [[1, 42.2, "tune = labs.rows(...)"]]
     assert [r[0] for r in cell_seconds(nb, least_s=0)] == [1, 2]
+
+
+def test_every_op_has_a_sweep_of_its_own_by_its_group():
+    """Op.group decides sweep membership: a zoo op's sweep is made from it (named after it), a seed
+    op's is declared by name in labkit.sweeps (seed000, access-width, copy-gs)."""
+    from labkit.registry import ops
+    from labkit.sweeps import SWEEPS, zoo_sweeps
+
+    own = {s.op for s in SWEEPS.values() if not s.name.startswith("tune-")}
+    assert own == set(ops())
+    assert {s.op for s in zoo_sweeps()} == {o.name for o in ops().values() if o.group == "zoo"}

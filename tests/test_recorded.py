@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from labkit import recorded
+from labkit import labs, recorded
 from labkit.registry import get_op
+from labkit.tables import pivot
 
 FIXTURE_GPUS = {"nvidia-h100-80gb-hbm3": ("NVIDIA H100 80GB HBM3", 3000.0),
                 "nvidia-h200": ("NVIDIA H200", 4200.0)}
@@ -20,7 +21,7 @@ def fixture_rows(gpu: str, peak: float, op_name: str, failed=()) -> list[dict]:
     out = []
     for shape in op.default_shapes:
         for v in op.variants_for(None):
-            nbytes = op.bytes_moved(shape, v.dtype)
+            nbytes = op.cost.bytes_moved(shape, v.dtype)
             eff = (0.92 if v.is_torch else EFF.get(v.access, 0.5)) * (0.96 if v.dtype == "bf16" else 1.0)
             gbps = peak * eff * nbytes / (nbytes + 64e6)
             t_us = nbytes / gbps / 1e3
@@ -81,14 +82,14 @@ def test_load_and_provenance(tmp_path):
     assert "Recorded data" in recorded.banner_html(df)
 
 
-def test_filters_and_side_by_side(tmp_path, monkeypatch):
+def test_filters_and_one_table_per_gpu(tmp_path, monkeypatch):
     make_results(tmp_path)
     monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path))
     df = recorded.load(gpus=["nvidia-h200"], op="copy")
     assert set(df["gpu"]) == {"NVIDIA H200"} and set(df["op"]) == {"copy"}
     with pytest.raises(recorded.NoRecordedData, match="recorded GPUs"):
         recorded.load(gpus=["nvidia-b200"])
-    tables = recorded.side_by_side(recorded.load(), "copy")
+    tables = {gpu: pivot(recorded.rows(g)) for gpu, g in labs.per_gpu(recorded.load(op="copy")).items()}  # lab 02's
     assert list(tables) == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
     t = tables["NVIDIA H200"]
     assert list(t.columns)[:5] == ["w1", "w2", "w4", "w8", "w16"] and t.index[0] == "1MiB"

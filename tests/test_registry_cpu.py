@@ -38,12 +38,12 @@ def test_one_family_one_module_and_no_hand_written_exports(source):
 
 @pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
 def test_shapes_round_trip(op):
-    for s in op.default_shapes + op.test_shapes + [s for v in op.shape_presets.values() for s in v]:
+    for s in op.default_shapes + op.testing.shapes + [s for v in op.shape_presets.values() for s in v]:
         assert op.parse_shape(op.format_shape(s)) == tuple(s)
-    assert op.test_shapes, f"{op.name}: no test shapes for the GPU half"
+    assert op.testing.shapes, f"{op.name}: no test shapes for the GPU half"
 
 
 @pytest.mark.parametrize("op", [o for o in OPS if o.name != "add"], ids=[o.name for o in OPS if o.name != "add"])
 def test_memory_bound_default_shape(op):
     # performance goals are stated at >= 256 MiB of traffic (add keeps the seed's shapes)
-    assert any(op.bytes_moved(s, op.dtypes[0]) >= 256 << 20 for s in op.default_shapes)
+    assert any(op.cost.bytes_moved(s, op.dtypes[0]) >= 256 << 20 for s in op.default_shapes)

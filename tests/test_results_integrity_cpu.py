@@ -152,7 +152,7 @@ def test_a_log_opened_before_another_writer_finished_measures_nothing_again(tmp_
 
 @pytest.mark.parametrize("api", [True, False])
 def test_ctrl_c_keeps_the_measured_rows_in_out_csv_and_json(tmp_path, monkeypatch, api):
-    monkeypatch.setattr("labkit.runner.Runner", lambda **kw: Runner(stop="f32x4"))
+    monkeypatch.setattr("labkit.session.Runner", lambda **kw: Runner(stop="f32x4"))  # Local()'s runner
     csv, js = tmp_path / "rows.csv", tmp_path / "rows.json"
     if api:
         with pytest.raises(KeyboardInterrupt):

@@ -2,7 +2,7 @@
 and the machine-code diff (nvcc + cuobjdump, no GPU)."""
 import pytest
 
-from labkit import sass
+from labkit import sass, sass_diff
 from labkit.errors import ConfigError, ToolMissingError
 from labkit.paths import KERNELS_DIR
 from labkit.registry import get_op, ops
@@ -88,15 +88,17 @@ def test_occupancy_shared_and_block_limits():
 
 
 # ---- block sizes ----------------------------------------------------------------------------------
-def test_block_table_covers_every_op_and_matches_the_launchers():
-    for op in ops().values():
-        assert op.name in sass.BLOCK_THREADS or "block" in op.axes, f"{op.name}: no block size in sass.BLOCK_THREADS"
-    for name, (val, file, snippets) in sass.BLOCK_THREADS.items():
-        text = (KERNELS_DIR / file).read_text()
-        for s in [snippets] if isinstance(snippets, str) else snippets:
-            assert s in text, f"BLOCK_THREADS[{name!r}]: {s!r} is no longer in kernels/{file}: update the table"
-        if isinstance(val, dict):
-            assert set(val) == {v.name for v in get_op(name).variants}, name
+@pytest.mark.parametrize("op", list(ops().values()), ids=list(ops()))
+def test_every_op_states_its_block_and_the_launcher_still_sets_it(op):
+    """Op.block's evidence is text of the kernel file that sets the block size (so the fact cannot
+    drift from the launcher silently), and every variant of the op gets a block size or a reason."""
+    text = (KERNELS_DIR / (op.block.file or op.source)).read_text()
+    assert op.block.evidence, f"{op.name}: Op.block names no text of kernels/{op.block.file or op.source}"
+    for s in op.block.evidence:
+        assert s in text, f"{op.name}: Op.block's {s!r} is no longer in kernels/{op.block.file or op.source}: update it"
+    for v in op.variants:
+        threads, why = sass.block_threads(op, v, op.testing.shapes[-1])
+        assert (isinstance(threads, int) and 1 <= threads <= 1024) or (threads is None and why), (op.name, v.name)
 
 
 def test_block_threads():
@@ -133,7 +135,7 @@ def test_align_anchors_memory_instructions():
 
 @needs_tools
 def test_diff_add_f16x8_vs_pack():
-    d = sass.diff("add", "f16x8", "f16x8_pack", arch="90")
+    d = sass_diff.diff("add", "f16x8", "f16x8_pack", arch="90")
     a, b = d["a"], d["b"]
     # the vector path: 4 x 32-bit per input vs 1 x 128-bit; the scalar edge path: 16-bit in both
     assert a["LDG"] == {16: 2, 32: 8} and b["LDG"] == {16: 2, 128: 2}
@@ -147,17 +149,17 @@ def test_diff_add_f16x8_vs_pack():
 
 @needs_tools
 def test_diff_text_and_html():
-    t = sass.diff_text("add", "f16x8", "f16x8_pack", arch="90")
+    t = sass_diff.diff_text("add", "f16x8", "f16x8_pack", arch="90")
     assert t.splitlines()[0].startswith("add: f16x8 vs f16x8_pack, sm_90")
     assert "8 x 32-bit, 2 x 16-bit" in t and "2 x 128-bit, 2 x 16-bit" in t
     assert any("LDG.E.CONSTANT" in line and "|" in line and "LDG.E.128.CONSTANT" in line for line in t.splitlines())
-    h = sass.diff_html("add", "f16x8", "f16x8_pack", arch="90")
+    h = sass_diff.diff_html("add", "f16x8", "f16x8_pack", arch="90")
     assert h.count("<table") == 2 and "<b>LDG.E.128.CONSTANT" in h and "background:#fdecea" in h
 
 
 @needs_tools
 def test_diff_errors():
     with pytest.raises(ConfigError, match="torch's own kernel"):
-        sass.diff("add", "torch", "f16x8_pack")
+        sass_diff.diff("add", "torch", "f16x8_pack")
     with pytest.raises(ConfigError, match="no variant 'f16x9'"):
-        sass.diff("add", "f16x9", "f16x8_pack")
+        sass_diff.diff("add", "f16x9", "f16x8_pack")

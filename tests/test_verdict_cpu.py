@@ -216,9 +216,9 @@ class _StandIn:
 
 
 def test_aa_through_the_run_loop(monkeypatch):
-    import labkit.runner
+    import labkit.session
 
-    monkeypatch.setattr(labkit.runner, "Runner", _StandIn)
+    monkeypatch.setattr(labkit.session, "Runner", _StandIn)  # Local()'s runner
     res = labkit.aa("add", "f16x8_pack", "1024x1024", dtype="f16", pairs=20, workers=False, progress=False)
     assert len(res.rows) == 40 and [r["aa_side"] for r in res.rows[:4]] == ["A", "B", "A", "B"]
     assert res.rows[-1]["aa_pair"] == 20 and res.false_rate <= 0.05 and res.ok

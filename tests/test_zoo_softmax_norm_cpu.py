@@ -26,9 +26,9 @@ def _inputs(op, shape, dtype, seed=0, scale=1.0):
 
 def _torch_vs_reference(op, shape, dtype, scale=1.0):
     inputs = _inputs(op, shape, dtype, scale=scale)
-    outputs = op.make_outputs(inputs, shape, dtype, 0)
-    op.torch_impl(inputs, outputs, shape, dtype)
-    refs = op.reference(inputs, shape, dtype)
+    outputs = op.data.make_outputs(inputs, shape, dtype, 0)
+    op.data.torch_impl(inputs, outputs, shape, dtype)
+    refs = op.data.reference(inputs, shape, dtype)
     assert len(refs) == 1 and refs[0].dtype == torch.float64  # scratch outputs are never compared
     rtol, atol = op.tol(shape, dtype)
     return compare(outputs[0], refs[0], rtol, atol)
@@ -39,7 +39,7 @@ def _torch_vs_reference(op, shape, dtype, scale=1.0):
 def test_tolerances(name):
     op = get_op(name)
     for d in op.dtypes:
-        rtol, atol = op.tol(op.test_shapes[0], d)
+        rtol, atol = op.tol(op.testing.shapes[0], d)
         assert 0 <= rtol <= 1e-2 and 0 <= atol <= 1e-5
 
 
@@ -56,10 +56,10 @@ def test_params_order():
 def test_softmax_scratch_is_an_extra_output():
     op = get_op("softmax")
     x = _inputs(op, (1000,), "f32")
-    outs = op.make_outputs(x, (1000,), "f32", 1)
+    outs = op.data.make_outputs(x, (1000,), "f32", 1)
     assert len(outs) == 2 and outs[1].dtype == torch.float32 and outs[1].numel() >= 2 * 1056
     assert outs[0].storage_offset() == 1 and outs[1].storage_offset() == 0
-    assert len(op.reference(x, (1000,), "f32")) == 1
+    assert len(op.data.reference(x, (1000,), "f32")) == 1
 
 
 # ---- the test shapes reach every code path of the vector row kernels ----------------------------
@@ -98,13 +98,13 @@ def test_test_shapes_cover_every_row_path(name):
     for itemsize in {4 if d == "f32" else 2 for d in op.dtypes}:
         pmax = _PLAN[name][itemsize][0] // (16 // itemsize)
         want = {"fallback", "online", "smem", f"block{pmax}"} | {f"warp{p}" for p in (1, 2, 4, 8) if p <= pmax}
-        got = {_row_path(name, k, itemsize) for _, k in op.test_shapes}
+        got = {_row_path(name, k, itemsize) for _, k in op.testing.shapes}
         assert got == want, f"{name} itemsize {itemsize}: missing {want - got}"
         # rows that the threads x packs do not cover exactly (the c < K guards, the smem loops' ends)
         assert any(_row_path(name, k, itemsize).startswith("block") and (k // (16 // itemsize)) % (32 * pmax)
-                   for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial block row"
+                   for _, k in op.testing.shapes), f"{name} itemsize {itemsize}: no partial block row"
         assert any(_row_path(name, k, itemsize) == "smem" and (k // (16 // itemsize)) % _smem_threads(k, itemsize)
-                   for _, k in op.test_shapes), f"{name} itemsize {itemsize}: no partial shared-memory row"
+                   for _, k in op.testing.shapes), f"{name} itemsize {itemsize}: no partial shared-memory row"
 
 
 # ---- torch baselines agree with the float64 references -------------------------------------------
@@ -143,13 +143,13 @@ def test_references_match_seed_semantics():
     ln, rms = get_op("layer_norm"), get_op("rms_norm")
     _, (eps, g, b) = ln.params((6, 40), "f32")
     want = F.layer_norm(x.double(), (40,), eps=eps) * g + b
-    assert torch.allclose(ln.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
+    assert torch.allclose(ln.data.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
     _, (eps, g) = rms.params((6, 40), "f32")
     want = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + eps) * g
-    assert torch.allclose(rms.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
-    sm = get_op("softmax_rows").reference([x], (6, 40), "f32")[0]
+    assert torch.allclose(rms.data.reference([x], (6, 40), "f32")[0], want, rtol=1e-12, atol=1e-12)
+    sm = get_op("softmax_rows").data.reference([x], (6, 40), "f32")[0]
     assert torch.allclose(sm.sum(-1), torch.ones(6, dtype=torch.float64))
-    v = get_op("softmax").reference([x.reshape(-1)], (240,), "f32")[0]
+    v = get_op("softmax").data.reference([x.reshape(-1)], (240,), "f32")[0]
     assert abs(float(v.sum()) - 1) < 1e-12
 
 
@@ -157,7 +157,7 @@ def test_layer_norm_torch_handles_large_mean():
     # a row mean far from zero: the baseline (and the kernels' shifted sums) must not cancel
     op = get_op("layer_norm")
     x = _inputs(op, (4, 1000), "f32")[0] + 100.0
-    out = op.make_outputs([x], (4, 1000), "f32", 0)
-    op.torch_impl([x], out, (4, 1000), "f32")
-    r = compare(out[0], op.reference([x], (4, 1000), "f32")[0], 1e-4, 1e-4)
+    out = op.data.make_outputs([x], (4, 1000), "f32", 0)
+    op.data.torch_impl([x], out, (4, 1000), "f32")
+    r = compare(out[0], op.data.reference([x], (4, 1000), "f32")[0], 1e-4, 1e-4)
     assert r.ok, r.message

@@ -12,6 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from labkit.config import resolve
+from labkit.device import provenance
+from labkit.paths import KERNELS_DIR
+from labkit.runner import Runner
+
 CHILD = """
 import time, json, sys
 t0 = time.perf_counter(); import torch; torch.cuda.init(); t1 = time.perf_counter()
@@ -31,10 +36,6 @@ def _child(cache: str) -> dict:
 def edit_rebuild_rerun(cache: str) -> float:
     """Append a comment to kernels/add.cu (a new hash), rebuild it, re-check and re-time one config."""
     os.environ["LABKIT_CACHE"] = cache
-    from labkit.config import resolve
-    from labkit.paths import KERNELS_DIR
-    from labkit.runner import Runner
-
     cfg = resolve("add", "f16x8_pack", "f16", (4096, 4096), rule={"budget_s": 0.2})
     runner = Runner(peak=False)
     runner.run(cfg)  # warm: torch, the harness and everything else loaded
@@ -56,8 +57,6 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", help="JSON result file")
     a = ap.parse_args(argv)
-    from labkit.device import provenance
-
     cache = tempfile.mkdtemp(prefix="labkit-cold-")
     cold = _child(cache)
     warm = _child(cache)

@@ -8,7 +8,13 @@ import argparse
 import json
 import statistics
 import time
+from datetime import datetime
 from pathlib import Path
+
+from labkit import session, workers
+from labkit.config import resolve
+from labkit.device import provenance
+from labkit.records import ResultLog
 
 
 def latency() -> dict:
@@ -31,19 +37,14 @@ def latency() -> dict:
 def worker_overhead(n: int = 20) -> dict:
     """What running in a worker process adds per configuration: the same checked configuration
     (4096x4096 f16, no timing) through the shared worker pool and in this process."""
-    from labkit.config import resolve
-    from labkit.records import ResultLog
-    from labkit.session import Local, run
-    from labkit.workers import pool
-
     cfg = resolve("add", "f16x8_pack", "f16", "4096x4096", timed=False)
     out = {}
-    for name, ex in (("worker_s", pool()), ("in_process_s", Local(peak=False, kernel_time=False))):
-        run([cfg], ResultLog(), ex, progress=False)  # warm: process start, build, CUDA context
+    for name, ex in (("worker_s", workers.pool()), ("in_process_s", session.Local(peak=False, kernel_time=False))):
+        session.run([cfg], ResultLog(), ex, progress=False)  # warm: process start, build, CUDA context
         ts = []
         for _ in range(n):
             t0 = time.perf_counter()
-            run([cfg], ResultLog(), ex, progress=False)
+            session.run([cfg], ResultLog(), ex, progress=False)
             ts.append(time.perf_counter() - t0)
         out[name] = statistics.median(ts)
     out["added_per_config_s"] = out["worker_s"] - out["in_process_s"]
@@ -53,8 +54,6 @@ def worker_overhead(n: int = 20) -> dict:
 def cell_seconds(nb, least_s: float = 1.0) -> list:
     """[cell index, seconds, first line] of the cells of an executed notebook that took >= least_s,
     from the execution timestamps nbclient records in each cell's metadata."""
-    from datetime import datetime
-
     out = []
     for i, c in enumerate(nb.cells):
         ex = c.get("metadata", {}).get("execution", {})
@@ -87,8 +86,6 @@ def main(argv=None):
     ap.add_argument("--skip-labs", action="store_true")
     ap.add_argument("--labs", default="*", help="which labs to run live (a glob of labs/*.ipynb, e.g. '07*')")
     a = ap.parse_args(argv)
-    from labkit.device import provenance
-
     res = {**latency(), **worker_overhead(), **provenance()}
     print(f"per configuration, worker vs in-process: +{1e3 * res['added_per_config_s']:.1f} ms "
           f"({1e3 * res['worker_s']:.1f} vs {1e3 * res['in_process_s']:.1f} ms)")

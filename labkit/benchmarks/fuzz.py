@@ -4,7 +4,7 @@ float64 reference through the runner's own check path (poisoned outputs, whole-o
 Shapes are drawn per axis from the sizes kernels get wrong: 1, primes, 2^k and 2^k +- 1, and
 log-uniform sizes; every tensor of a configuration starts `offset` elements into its buffer (0, or
 1-7: views misaligned for every access width). Each variant's first case is the all-ones shape.
-Sizes are capped per op so the whole run takes well under a minute on an H100:
+Sizes are capped per op (Op.testing.fuzz_caps) so the whole run takes well under a minute on an H100:
 
     python -m labkit.benchmarks.fuzz --seed 0 --out results/<gpu>/fuzz.json
 
@@ -20,19 +20,15 @@ import sys
 import time
 from pathlib import Path
 
+from labkit import build, device
+from labkit.config import resolve
+from labkit.device import provenance
+from labkit.registry import family_exports, get_op, ops
+from labkit.runner import ContextLost, Runner
+
 PER_VARIANT = 96          # cases per variant: 68 shipped variants -> 6528 configurations
 MAX_BYTES = 48 << 20      # bytes_moved of one configuration (H100: ~2 ms a configuration at 32 MiB)
 MAX_FLOPS = 2e8           # and flops, for the compute-bound ops (sgemm)
-DEFAULT_CAP = 4096        # per-axis cap of an op not listed below
-# per-axis caps, in the order of each op's shape_axes; long rows reach the shared-memory and
-# streaming paths of the row ops (K > 16384), bins > 12288 the histogram's fallback
-CAPS = {
-    "add": (3000, 1 << 17), "relu": (3000, 1 << 17), "sigmoid": (3000, 1 << 17),
-    "copy": (1 << 22,), "copy_gs": (1 << 21,), "dot": (1 << 21,), "reduce_sum": (1 << 21,), "softmax": (1 << 21,),
-    "softmax_rows": (3000, 1 << 17), "layer_norm": (3000, 1 << 17), "rms_norm": (3000, 1 << 17),
-    "sgemv": (3000, 1 << 14), "sgemm": (300, 300, 600),
-    "embedding": (5000, 1500, 3000), "histogram": (1 << 20, 20000),
-}
 
 
 def is_prime(n: int) -> bool:
@@ -62,15 +58,15 @@ def draw_offset(rng: random.Random) -> int:
 
 
 def fits(op, shape, dtype) -> bool:
-    if op.bytes_moved(shape, dtype) > MAX_BYTES:
+    if op.cost.bytes_moved(shape, dtype) > MAX_BYTES:
         return False
-    return not (op.bound == "compute" and op.flops and op.flops(shape, dtype) > MAX_FLOPS)
+    return not (op.bound == "compute" and op.cost.flops and op.cost.flops(shape, dtype) > MAX_FLOPS)
 
 
 def draw_shape(rng: random.Random, op, dtype: str, tries: int = 200) -> tuple:
     """A shape for `op` within the caps and budget (rejection sampling, then halving the largest
     axis, which keeps at least the sizes of the other axes as drawn)."""
-    caps = CAPS.get(op.name, (DEFAULT_CAP,) * len(op.shape_axes))
+    caps = op.testing.fuzz_caps
     shape = caps
     for _ in range(tries):
         shape = tuple(draw_size(rng, c) for c in caps)
@@ -99,16 +95,9 @@ def cases(ops, seed: int, per_variant: int = PER_VARIANT) -> list:
 
 def run(selected, seed: int, per_variant: int = PER_VARIANT, prebuild: bool = True, progress=print) -> dict:
     """Run the cases; returns the summary (the JSON written by --out)."""
-    from labkit.config import resolve
-    from labkit.device import provenance
-    from labkit.runner import ContextLost, Runner
-
     t0 = time.perf_counter()
     if prebuild:  # every family library at once, in parallel (the run itself then only loads them)
-        from labkit.build import build_all
-        from labkit.registry import family_exports
-
-        build_all({o.source: family_exports(o.source) for o in selected})
+        build.build_all({o.source: family_exports(o.source) for o in selected})
     build_s = time.perf_counter() - t0
     runner = Runner(peak=False, kernel_time=False)
     todo = cases(selected, seed, per_variant)
@@ -138,7 +127,8 @@ def run(selected, seed: int, per_variant: int = PER_VARIANT, prebuild: bool = Tr
             "ok": n - len(bad), "not_ok": len(bad), "wrong": sum(b["status"] == "failed" for b in bad),
             "context_lost": lost, "variants": sum(len(x) for x in counts.values()),
             "offsets_misaligned": sum(1 for c in todo[:n] if c[3]), "build_s": round(build_s, 2),
-            "run_s": round(time.perf_counter() - t1, 2), "max_bytes": MAX_BYTES, "caps": CAPS,
+            "run_s": round(time.perf_counter() - t1, 2), "max_bytes": MAX_BYTES,
+            "caps": {op.name: op.testing.fuzz_caps for op in selected},
             "counts": counts, "failures": bad, **provenance()}
 
 
@@ -149,10 +139,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--ops", help="comma-separated ops (default: all)")
     ap.add_argument("--out", help="write the JSON summary here")
     a = ap.parse_args(argv)
-    from labkit.device import require_gpu
-    from labkit.registry import get_op, ops
-
-    require_gpu()
+    device.require_gpu()
     if a.per_variant < 1:
         ap.error("--per-variant must be >= 1")
     selected = [get_op(n) for n in a.ops.split(",")] if a.ops else list(ops().values())

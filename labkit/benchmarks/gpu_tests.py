@@ -21,6 +21,9 @@ import sys
 import time
 from pathlib import Path
 
+from labkit import device
+from labkit.paths import results_dir
+
 PY = sys.executable
 # racecheck also runs a kernel with a planted race, in a pytest-xdist worker: the step passes only if
 # the sanitizer reports it (it watched the workers) and nothing else; listed first, so a step cut off
@@ -109,9 +112,6 @@ def run_step(argv: list, timeout: float, grace: float = 45) -> tuple[str, int | 
 
 
 def main(argv=None) -> dict:
-    from labkit.device import properties, provenance
-    from labkit.paths import results_dir
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--logs", help="folder for the full logs")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
@@ -131,8 +131,8 @@ def main(argv=None) -> dict:
         ap.error("--logs is required (where the full logs go)")
     logs = Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
-    out = results_dir() / properties()["slug"] / "tests.json"
-    prov = provenance()
+    out = results_dir() / device.properties()["slug"] / "tests.json"
+    prov = device.provenance()
     runs = []
     t_end = time.monotonic() + a.budget_s
     for step in a.steps:

@@ -8,15 +8,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from labkit import session
+from labkit.device import provenance
+from labkit.records import ResultLog
+from labkit.sweeps import get_sweep
+
 from . import write_json
 
 
 def main(argv=None) -> dict:
-    from labkit.device import provenance
-    from labkit.records import ResultLog
-    from labkit.session import Local, run
-    from labkit.sweeps import get_sweep
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per configuration (default 0.3)")
     ap.add_argument("--repeat", type=int, default=2, help="runs of each setting, interleaved (default 2)")
@@ -25,9 +25,9 @@ def main(argv=None) -> dict:
     configs = get_sweep("seed000").configs({"budget_s": a.budget})
     walls = {}
     for kt in (False, True) * a.repeat:  # interleaved: warm caches and clocks alike for both
-        ex = Local(kernel_time=kt)
+        ex = session.Local(kernel_time=kt)
         t0 = time.perf_counter()
-        run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
+        session.run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
         walls.setdefault(kt, []).append(time.perf_counter() - t0)
     off, on = min(walls[False]), min(walls[True])
     res = {"configs": len(configs), "budget_s": a.budget, "wall_s_without": off, "wall_s_with": on,

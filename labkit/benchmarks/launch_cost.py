@@ -16,6 +16,12 @@ import argparse
 import statistics
 import time
 
+import labkit
+from labkit.device import provenance
+from labkit.launch import launcher_for
+from labkit.registry import get_op
+from labkit.timing import blocked
+
 from . import write_json
 
 N, REPS = 200, 15
@@ -24,8 +30,6 @@ N, REPS = 200, 15
 def host_us(paths: dict, n=N, reps=REPS) -> dict:
     """{name: (median, min, max) host µs per launch} of each path (a no-argument callable)."""
     import torch
-
-    from labkit.timing import blocked
 
     for fn in paths.values():
         fn()
@@ -44,11 +48,6 @@ def host_us(paths: dict, n=N, reps=REPS) -> dict:
 
 def main(argv=None) -> dict:
     import torch
-
-    import labkit
-    from labkit.device import provenance
-    from labkit.launch import launcher_for
-    from labkit.registry import get_op
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shape", default="256x256")

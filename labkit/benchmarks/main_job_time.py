@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 
+from labkit.device import provenance
+
 from . import write_json
 
 GOALS = {"warm_first_table_s": 10.0, "cold_total_s": 45.0}
@@ -42,8 +44,6 @@ def one_run(cache: str) -> dict:
 
 
 def main(argv=None) -> dict:
-    from labkit.device import provenance
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="write the result as JSON")
     a = ap.parse_args(argv)

@@ -10,12 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
+from labkit.nsight import profile
+
 OP, VARIANT, SHAPE = "copy", "w16", "256MiB"
 
 
 def main(argv=None):
-    from labkit.nsight import profile
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="write the result as JSON")
     ap.add_argument("--nsys", help="path to nsys (default: PATH, then the Nsight install folders)")

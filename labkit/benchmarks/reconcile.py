@@ -13,6 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from labkit import device
+from labkit.clocks import configs, measure, text
+from labkit.clocks.harnesses import EXTERNAL, nsys_table
+from labkit.paths import results_dir
+
+from . import write_json
+
 FILE = "reconcile.json"
 CONFIGS = [("add", v, "f16", f"{n}x{n}") for n in (1024, 2048, 4096, 8192) for v in ("f16x8_pack", "torch")] + \
           [("softmax_rows", v, "f16", "16384x4096") for v in ("f16x8", "torch")]
@@ -23,13 +30,6 @@ def _key(rec) -> tuple:
 
 
 def main(argv=None) -> dict:
-    from labkit.clocks import configs, measure, text
-    from labkit.clocks.harnesses import EXTERNAL, nsys_table
-    from labkit.device import properties, require_gpu
-    from labkit.paths import results_dir
-
-    from . import write_json
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="results folder (default: results/, or $LABKIT_RESULTS)")
     ap.add_argument("--fresh", action="store_true", help="measure every configuration again")
@@ -37,8 +37,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--timeout", type=float, default=15.0, help="nvbench's seconds per measurement (15)")
     ap.add_argument("--skip", nargs="+", default=[], choices=EXTERNAL, help="harnesses not to run")
     a = ap.parse_args(argv)
-    require_gpu()
-    path = results_dir(a.out) / properties()["slug"] / FILE
+    device.require_gpu()
+    path = results_dir(a.out) / device.properties()["slug"] / FILE
     res = json.loads(path.read_text()) if path.exists() and not a.fresh else {"configs": []}
     done = {_key(r) for r in res["configs"]}
     todo = [c for c in CONFIGS if c not in done]

@@ -4,11 +4,11 @@
                                        [--only STAGE ...  (these, in this order)]
 
 Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, launch
-cost, kernel-time cost, access width, the zoo and tuning sweeps, the sanitizers, explorer and worker
-latency. Each stage is a command of its own (its output in DIR/<stage>.log); a stage that would not
-fit in the time left is skipped and listed in DIR/record.json. Results go to results/<gpu>/ (or
-$LABKIT_RESULTS); with --pack, results and logs are packed after every stage, so a run that is cut
-off still leaves what it measured."""
+cost, kernel-time cost, access width, the zoo and tuning sweeps (sgemm's tiles, then sgemm against
+cuBLAS), the sanitizers, explorer and worker latency. Each stage is a command of its own (its output
+in DIR/<stage>.log); a stage that would not fit in the time left is skipped and listed in
+DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
+are packed after every stage, so a run that is cut off still leaves what it measured."""
 from __future__ import annotations
 
 import argparse
@@ -19,9 +19,16 @@ import tarfile
 import time
 from pathlib import Path
 
+from labkit import device
+from labkit.paths import results_dir
+from labkit.sweeps import zoo_sweeps
+
 PY = sys.executable
-ZOO = ["softmax-rows", "layer-norm", "rms-norm", "reduce-sum", "dot", "histogram", "relu", "sigmoid", "softmax",
-       "embedding", "sgemv", "sgemm"]
+
+
+def zoo() -> list:
+    """The zoo stage's sweeps: one per op of the kernel zoo (Op.group), in the catalog's order."""
+    return [s.name for s in zoo_sweeps()]
 
 
 def stages(budget: float) -> list:
@@ -41,10 +48,13 @@ def stages(budget: float) -> list:
         ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
                        "--budget-s", "{cap:320}"], 60),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
-        ("zoo", [*cli, "sweep", *ZOO, "--in-process", "--budget", b], 120),
+        ("zoo", [*cli, "sweep", *zoo(), "--in-process", "--budget", b], 120),
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
+        ("tune-sgemm", [*cli, "sweep", "tune-sgemm", "--in-process", "--budget", b], 90),
+        ("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
+                             "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
         ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "1",
                               "--out", "{res}/kernel-time-cost.json"], 50),
         ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",
@@ -95,18 +105,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> dict:
-    from labkit.device import properties, provenance
-    from labkit.paths import results_dir
-
     ap = parser()
     a = ap.parse_args(argv)
     todo = plan(a, ap)
     t_end = time.monotonic() + a.deadline
     logs = Path(a.logs)
     logs.mkdir(parents=True, exist_ok=True)
-    res = results_dir() / properties()["slug"]
+    res = results_dir() / device.properties()["slug"]
     res.mkdir(parents=True, exist_ok=True)
-    done = {"stages": [], **provenance()}
+    done = {"stages": [], **device.provenance()}
     for name, cmd, need in todo:
         left = t_end - time.monotonic()
         if left < need:

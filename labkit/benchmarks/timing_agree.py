@@ -13,6 +13,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from labkit import session
+from labkit.config import make_rule, plan
+from labkit.device import provenance
+from labkit.launch import launcher_for
+from labkit.nsight import profile
+from labkit.records import ResultLog
+from labkit.registry import get_op
+from labkit.timing import measure
+
 from . import write_json
 
 SHAPES = ["1024x1024", "2048x2048", "4096x4096"]
@@ -22,11 +31,6 @@ VARIANTS = ["f16x8_pack", "f16x8"]
 def slowed_host(shapes=SHAPES, delay_s=100e-6, budget_s=0.3) -> list:
     """Event medians of add f16x8_pack with and without a host sleep before each enqueue."""
     import torch
-
-    from labkit.config import make_rule
-    from labkit.launch import launcher_for
-    from labkit.registry import get_op
-    from labkit.timing import measure
 
     op = get_op("add")
     launcher = launcher_for(op, op.variant("f16x8_pack"))
@@ -69,11 +73,6 @@ def check(rows) -> list:
 
 
 def main(argv=None) -> dict:
-    from labkit.config import plan
-    from labkit.device import provenance
-    from labkit.records import ResultLog
-    from labkit.session import run
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nsys", action="store_true", help="also profile the same configurations under Nsight Systems")
     ap.add_argument("--budget", type=float, default=0.5)
@@ -81,12 +80,10 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     configs = plan("add", VARIANTS, "f16", SHAPES, ("cold", "hot"), rule={"budget_s": a.budget})
     log = ResultLog()
-    run(configs, log, title="bench add", workers=False, progress=False)
+    session.run(configs, log, title="bench add", workers=False, progress=False)
     rows = log.rows
     nsys = {}
     if a.nsys:
-        from labkit.nsight import profile
-
         p = profile("add", [*VARIANTS, "torch"], SHAPES, ("cold", "hot"), "f16", budget=a.budget)
         for _, r in p.check.iterrows():
             nsys[(r["shape"], r["mode"], r["variant"])] = r["nsys_us"]

@@ -20,6 +20,7 @@ LABKIT_TOKEN must hold its token).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import secrets
@@ -30,6 +31,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import labkit
+from labkit import device, session
+from labkit.config import resolve
+from labkit.records import ResultLog
+from labkit.remote import connected, disconnect
 
 SOLUTION = r"""
 __global__ void my_add(const __half* a, const __half* b, __half* c, int64_t n) {
@@ -76,16 +83,10 @@ def source(k: int, rnd: int, same: int) -> str:
 
 def submission(k: int, rnd: int, same: int) -> dict:
     """One exercise as lab 01's cells run it; returns its rows and submit->verdict seconds."""
-    import labkit
-    from labkit.config import resolve
-    from labkit.records import ResultLog
-    from labkit.remote import connected
-    from labkit.session import run
-
     t0 = time.monotonic()
     v = labkit.inline("add", "mine", source(k, rnd, same), "my_add", "f16", width=8)
-    checks = run([resolve("add", v, "f16", s, "cold", timed=False) for s in CHECK_SHAPES], ResultLog(), connected(),
-                 progress=False)
+    checks = session.run([resolve("add", v, "f16", s, "cold", timed=False) for s in CHECK_SHAPES], ResultLog(),
+                         connected(), progress=False)
     out = {"attendee": k, "round": rnd, "role": role(k, same), "rows": checks}
     if all(r["status"] == "ok" for r in checks):
         df = labkit.bench("add", ["f16x8", "f16x8_pack", v.name], "f16", ["4096x4096"], progress=False,
@@ -97,8 +98,6 @@ def submission(k: int, rnd: int, same: int) -> dict:
 
 def attendee(args) -> None:
     """An attendee process: connect, wait for its start, submit its rounds, write its lines."""
-    import labkit
-
     labkit.connect(args.server, os.environ["LABKIT_TOKEN"], name=f"attendee {args.attendee:02d}")
     with open(args.rows, "w") as f:
         for rnd in range(args.rounds):
@@ -174,9 +173,6 @@ def main(argv=None) -> dict:
     proc, info = (None, {"local_address": a.server}) if a.server else _serve(tmp, token)
     env = dict(os.environ, LABKIT_TOKEN=token, CUDA_VISIBLE_DEVICES="")  # attendees never touch the GPU here
     try:
-        import labkit
-        from labkit.device import commit
-
         os.environ.update(LABKIT_TOKEN=token, CUDA_VISIBLE_DEVICES="")
         ex = labkit.connect(info["local_address"], token, name="instructor (warm-up)")
         t = time.monotonic()
@@ -194,15 +190,14 @@ def main(argv=None) -> dict:
         codes = [p.wait() for p in procs]
         subs = [json.loads(line) for k in range(a.attendees) if (tmp / f"attendee-{k:02d}.jsonl").exists()
                 for line in (tmp / f"attendee-{k:02d}.jsonl").read_text().splitlines() if line.strip()]
-        import datetime
-
-        result = {"gpus": ex.info["gpus"], "gpu": ", ".join(ex.info["gpus"]), **commit(),
+        result = {"gpus": ex.info["gpus"], "gpu": ", ".join(ex.info["gpus"]), **device.commit(),
                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "attendees": a.attendees, "rounds": a.rounds,
                   "window_s": a.window, "think_s": a.think, "warm_up_s": warm_s,
                   "attendee_exit_codes": codes, "expected_submissions": a.attendees * a.rounds,
                   **summary(subs, a.same), "logs": str(tmp)}
     finally:
+        disconnect()  # before the server stops: a client left open retries and logs tracebacks at exit
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
             proc.wait(120)

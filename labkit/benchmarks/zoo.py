@@ -5,16 +5,21 @@ peak and time ratio to torch. Writes the rows and prints the table.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from labkit import session
+from labkit.config import make_rule, plan
+from labkit.device import provenance
+from labkit.ops.sgemm import torch_tf32
+from labkit.records import ResultLog, load_rows
+from labkit.registry import get_op, ops
+from labkit.sweeps import SWEEPS
+from labkit.timing import measure
 
 MEMORY_GOAL_PCT, GEMM_GOAL = 92.0, 0.85
 
 
 def main(argv=None):
-    from labkit.config import make_rule, plan
-    from labkit.records import ResultLog
-    from labkit.registry import get_op, ops
-    from labkit.session import run
-
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out")
     ap.add_argument("--ops", nargs="*")
@@ -25,14 +30,15 @@ def main(argv=None):
     if a.summary:
         print(goal_table(a.summary))
         return
-    names = a.ops or [n for n in ops() if n not in ("add", "copy", "copy_gs")]
+    names = a.ops or [n for n, op in ops().items() if op.group == "zoo"]
     log, rule = ResultLog(a.out), make_rule(budget_s=a.budget)
     lines = [f"{'op':14} {'dtype':5} {'shape':18} {'best':12} {'rate':>12} {'% peak':>7} {'x torch':>8}  goal"]
     for name in names:
         op = get_op(name)
-        shape = (4096, 4096, 4096) if name == "sgemm" else \
-            max(op.default_shapes, key=lambda s: op.bytes_moved(s, op.dtypes[0]))  # sgemm's goal is at 4096^3
-        run(plan(op, "all", None, [shape], ("cold",), rule=rule), log, title=f"zoo {name}")
+        # its "goal" preset (sgemm: 4096^3), else the default shape moving the most bytes
+        shape = (op.shape_presets.get("goal")
+                 or [max(op.default_shapes, key=lambda s: op.cost.bytes_moved(s, op.dtypes[0]))])[0]
+        session.run(plan(op, "all", None, [shape], ("cold",), rule=rule), log, title=f"zoo {name}")
         for dtype in op.dtypes:
             rows = [r for r in log.rows if r["op"] == name and r["dtype"] == dtype and r["shape"] == op.format_shape(shape)]
             ok = [r for r in rows if r["status"] == "ok" and r["variant"] != "torch"]
@@ -41,7 +47,7 @@ def main(argv=None):
                 lines.append(f"{name:14} {dtype:5} no passing variant ({', '.join(bad)})")
                 continue
             best = min(ok, key=lambda r: r["time_us"])
-            gemm = name == "sgemm"
+            gemm = op.bound == "compute"
             rate = f"{best['tflops']:.1f} TFLOP/s" if gemm else f"{best['gbps']:.0f} GB/s"
             met = (1 / best["vs_torch"] >= GEMM_GOAL) if gemm else (best["pct_peak"] >= MEMORY_GOAL_PCT and best["vs_torch"] <= 1.0)
             lines.append(f"{name:14} {dtype:5} {best['shape']:18} {best['variant']:12} {rate:>12} {best['pct_peak']:7.1f} "
@@ -54,16 +60,12 @@ def main(argv=None):
 def goal_table(folder) -> str:
     """Per op and dtype, over every default shape moving >= 256 MiB in the zoo sweep files: the best
     variant's lowest % of copy peak and highest time ratio to torch, and the shapes that miss."""
-    from pathlib import Path
-
-    from labkit.records import load_rows
-    from labkit.sweeps import SWEEPS
-
     lines = ["| op | dtype | shapes | best variant(s) | lowest % peak | highest x torch | goal | misses |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for sweep in SWEEPS.values():
         f = Path(folder) / f"{sweep.name}.jsonl"
-        if sweep.op in ("add", "copy", "copy_gs", "sgemm") or not f.exists():
+        op = get_op(sweep.op)  # the memory-bound zoo ops' sweeps (tuning sweeps included)
+        if op.group != "zoo" or op.bound != "memory" or not f.exists():
             continue
         rows = [r for r in load_rows(f) if r["status"] == "ok" and r["bytes"] >= 256 << 20]
         for dtype in dict.fromkeys(r["dtype"] for r in rows):
@@ -84,15 +86,10 @@ def _tf32_row(log, rule) -> str:
     """cuBLAS with TF32 at 4096^3: timed only (TF32 inputs fail the f32 tolerance by design)."""
     import torch
 
-    from labkit.ops.sgemm import torch_tf32
-    from labkit.timing import measure
-
     n = 4096
     a, b = (torch.randn(n, n, device="cuda") for _ in range(2))
     c = torch.empty(n, n, device="cuda")
     m = measure(lambda: torch_tf32([a, b], [c]), "cold", rule)
-    from labkit.device import provenance
-
     row = {"op": "sgemm", "variant": "torch_tf32", "dtype": "f32", "shape": f"{n}x{n}x{n}", "mode": "cold",
            "status": "timed-unchecked", "time_us": m.summary.median * 1e6, "tflops": 2 * n**3 / m.summary.median / 1e12,
            **provenance()}

@@ -12,6 +12,12 @@ A result file holds {"configs": [record, ...]}, each record one configuration's 
 provenance of its run (GPU, driver, CUDA, torch, date, commit) and the harnesses' versions."""
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+
+from .. import device
+from ..benchmarks import write_json
+from ..cache_states import names
+from ..errors import ConfigError
 from .relations import RELATIONS, verdicts  # noqa: F401  (the relations are part of the face)
 
 PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each record names
@@ -20,14 +26,11 @@ PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each rec
 def configs(op, variant, shape, dtype=None, states=None, rule=None) -> list:
     """One Config per cache state (default: every state of labkit's registry), each checked."""
     from ..config import resolve
-    from ..cache_states import names
 
     return [resolve(op, variant, dtype, shape, mode=s, rule=rule) for s in (states or names())]
 
 
 def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
     out = {}
     for package in PACKAGES:
         try:
@@ -44,10 +47,9 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
     made for this configuration."""
     import torch
 
-    from ..device import provenance, require_gpu
     from . import harnesses as h
 
-    require_gpu()
+    device.require_gpu()
     cfg, states = cfgs[0], [c.mode for c in cfgs]
     subject = h.Subject(cfg)  # a wrong kernel stops here, before any harness times it
     rows = h.labkit_rows(cfgs)
@@ -65,7 +67,7 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
             nsys = h.nsys_table(cfg.op, [cfg.variant_s], [cfg.shape_s], cfg.dtype, states)
         rows += h.nsys_rows(nsys, cfg, states)
     return {"op": cfg.op, "variant": cfg.variant_s, "dtype": cfg.dtype, "shape": cfg.shape_s, "rows": rows,
-            **provenance(), "versions": _versions()}
+            **device.provenance(), "versions": _versions()}
 
 
 def frames(record: dict):
@@ -114,7 +116,6 @@ def reconcile(op, variant, shape, dtype=None, states=None, skip=(), budget_s: fl
     `budget_s`: labkit's sampling per state; `timeout_s`: nvbench's per measurement; `out`: a .json
     file for the record (checked before anything runs)."""
     from ..config import make_rule
-    from ..errors import ConfigError
     from ..records import check_output
     from .harnesses import EXTERNAL
 
@@ -129,8 +130,6 @@ def reconcile(op, variant, shape, dtype=None, states=None, skip=(), budget_s: fl
         check_output(out, (".json",), "reconcile output")
     record = measure(cfgs, skip, timeout_s)
     if out:
-        from ..benchmarks import write_json
-
         write_json(out, {"configs": [record]})
     if show:
         print(text(record))

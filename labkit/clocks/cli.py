@@ -1,12 +1,12 @@
 """`labkit reconcile`: the CLI face of labkit.reconcile."""
 from __future__ import annotations
 
+from ..cache_states import names
+from . import reconcile
 from .harnesses import EXTERNAL
 
 
 def add_reconcile_parser(sub) -> None:
-    from ..cache_states import names
-
     r = sub.add_parser("reconcile", help="one configuration timed by labkit's cache states, nvbench, triton and "
                                          "Nsight Systems, with the relation expected between each pair",
                        description="Time one configuration with every cache state of labkit's registry (events and "
@@ -27,8 +27,6 @@ def add_reconcile_parser(sub) -> None:
 
 
 def cmd_reconcile(a) -> int:
-    from . import reconcile
-
     rows = reconcile(a.op, a.variant, a.shape, a.dtype, a.states, a.skip, a.budget, a.timeout, a.out)
     if a.out:
         print(f"wrote {a.out}")

@@ -20,7 +20,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+
+from ..check import compare, poison
 from ..errors import LabkitError, ToolMissingError
+from ..launch import launcher_for
+from ..nsight import find_tool, profile
+from ..nsight.tools import run_tool, tail
+from ..runner import Runner
 
 # what each external harness reports, and how to get it
 MEASURES = {"nvbench": ("cold", "batch"), "triton": ("do_bench", "do_bench_cudagraph")}
@@ -62,19 +69,15 @@ class Subject:
     def __init__(self, cfg):
         import torch
 
-        from ..check import poison
-        from ..launch import launcher_for
-        from ..runner import Runner
-
         self.cfg = cfg
         op, v, shape = cfg.spec, cfg.variant, cfg.shape
         (self.inputs, self.outputs), = Runner(peak=False, kernel_time=False)._inputs(cfg)[0]
         if v.is_torch:
-            self.go = lambda: op.torch_impl(self.inputs, self.outputs, shape, v.dtype)
+            self.go = lambda: op.data.torch_impl(self.inputs, self.outputs, shape, v.dtype)
         else:
             ints, floats = op.params(shape, v.dtype)
             self.go = launcher_for(op, v, cfg.axes).prepare([*self.inputs, *self.outputs], ints, floats)
-        refs = op.reference(self.inputs, shape, v.dtype)
+        refs = op.data.reference(self.inputs, shape, v.dtype)
         for out, ref in zip(self.outputs, refs):
             poison(out, ref)
         self.go()
@@ -84,8 +87,6 @@ class Subject:
             raise LabkitError(f"{cfg.describe()}: {bad}; nothing was timed")
 
     def _compare(self, refs, when: str) -> str | None:
-        from ..check import compare
-
         op, v = self.cfg.spec, self.cfg.variant
         rtol, atol = op.tol(self.cfg.shape, v.dtype)
         results = [compare(o, ref, rtol, atol, f"output {k}{when}") for k, (o, ref) in enumerate(zip(self.outputs, refs))]
@@ -96,15 +97,13 @@ class Subject:
         import torch
 
         torch.cuda.synchronize()
-        return self._compare(self.cfg.spec.reference(self.inputs, self.cfg.shape, self.cfg.variant.dtype),
+        return self._compare(self.cfg.spec.data.reference(self.inputs, self.cfg.shape, self.cfg.variant.dtype),
                              " after timing")
 
 
 # ---- labkit -------------------------------------------------------------------------------------
 def labkit_rows(cfgs) -> list:
     """Events and CUPTI rows of one Config per cache state, each run by labkit's runner."""
-    from ..runner import Runner
-
     runner = Runner(peak=False)  # the reference ceilings are not needed here, and nothing is written
     recs = [runner.run(c) for c in cfgs]
     events, cupti = [], []
@@ -125,7 +124,6 @@ def labkit_rows(cfgs) -> list:
 def triton_rows(subject) -> list:
     if not installed("triton"):
         return not_installed("triton", MEASURES["triton"])
-    import numpy as np
     import torch
 
     try:
@@ -150,8 +148,6 @@ def nvbench_rows(cfg, timeout_s: float) -> list:
         return absent("nvbench", MEASURES["nvbench"], CHILD_ONLY)
     import torch
 
-    from ..nsight.tools import run_tool, tail
-
     with tempfile.TemporaryDirectory(prefix="labkit-nvbench-") as d:
         out = Path(d) / "rows.json"
         argv = [sys.executable, "-m", "labkit.clocks.nvbench_child", cfg.op, cfg.variant.name, cfg.shape_s,
@@ -171,8 +167,6 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
     """{(variant, shape): rows} from one profiled run of all the given configurations in all states
     (`timeout_s` for each tool run, as in labkit.nsight.profile), or a list of rows without numbers
     (for every configuration) when nsys is missing or fails."""
-    from ..nsight import find_tool, profile
-
     try:
         find_tool("nsys")
     except ToolMissingError:

@@ -16,8 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..config import resolve
 from ..errors import LabkitError
-from .harnesses import MEASURES, absent, error_note, row
+from .harnesses import MEASURES, Subject, absent, error_note, row
 
 NAME = "labkit"
 
@@ -65,9 +66,6 @@ def main(argv=None) -> int:
     ap.add_argument("--device", type=int, default=0)
     a = ap.parse_args(argv)
     import torch
-
-    from ..config import resolve
-    from .harnesses import Subject
 
     torch.cuda.set_device(a.device)
     out = Path(a.out)

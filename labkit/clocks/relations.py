@@ -41,10 +41,13 @@ class Relation:
 RELATIONS = (
     Relation("labkit cold-dirty", "nvbench cold", "≈", 0.03,
              "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
-             "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel"),
+             "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel. "
+             "labkit's events also carry its same-launch CUPTI, +0.1-0.2 µs a sample (H100 probe, issue 22): "
+             "1-3 % of a kernel of <= 11 µs (<= 2048² add f16), under 0.5 % from 4096²"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
-             "launches"),
+             "launches. For kernels of 2-4 µs the per-launch time of one graph moved by ~10 % within and between "
+             "processes in either harness (H100 probe, issue 22): expect the relation from 4096² up"),
     Relation("labkit hot", "nvbench batch", "≈", 0.03,
              "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
              "kernel and reports the mean, labkit replays a graph and reports the median"),

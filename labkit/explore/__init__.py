@@ -12,7 +12,9 @@ table, messages), panels (why card, SASS diff), panel (the widgets, their state,
 """
 from __future__ import annotations
 
+from .. import device
 from ..registry import get_op
+from ..remote import connected
 from .choices import log2_shapes, parse_shapes
 from .panel import Explorer
 from .sources import LiveSource, RecordedSource
@@ -25,16 +27,12 @@ def explore(op: str | None = None, ex=None, recorded=None, results=None, gpus=No
     recorded results without a GPU, or when `recorded=True` (`results`: the folder, default
     results/; `gpus`: slugs or names to keep). `kw`: Explorer's (debounce_s, export_dir) and the
     first selection, as select() takes it: explore("add", dtype="f16", width=8) measures only that."""
-    from ..remote import connected
-
     op = get_op(op).name if op is not None else None  # a wrong name is an error before any worker starts
     ex = ex if ex is not None or recorded or results is not None else connected()  # a `labkit serve` box
     if ex is not None:
         source = LiveSource(ex, energy)
     else:
-        from ..device import has_gpu
-
-        source = RecordedSource.load(results, gpus) if recorded or results is not None or not has_gpu() \
+        source = RecordedSource.load(results, gpus) if recorded or results is not None or not device.has_gpu() \
             else LiveSource(energy=energy)
     return Explorer(source, op=op, **kw)
 

@@ -53,7 +53,7 @@ def shape_list(op, choice: str, dtype: str, log2: tuple, custom: str, recorded_s
         else:
             shapes = op.default_shapes
         pairs = [(op.format_shape(s), tuple(s)) for s in shapes]
-    pairs = sorted(dict(pairs).items(), key=lambda p: (op.bytes_moved(p[1], dtype), p[1]))
+    pairs = sorted(dict(pairs).items(), key=lambda p: (op.cost.bytes_moved(p[1], dtype), p[1]))
     return [s for s, _ in pairs]
 
 

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..roofline import ceilings as measured_then_spec, trace_data
+from ..schema import base_variant
+
 POOL = 24          # line slots per subplot (variants + torch + pins + ceilings); unused slots are hidden
 PALETTE = ["#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880", "#ff97ff",
            "#fecb52"]
@@ -62,8 +65,6 @@ def complete_facts(facts: dict, rows) -> dict:
 def ceilings(facts: dict) -> dict:
     """{'dram' | 'l2' | 'fma': (value, label)} in GB/s and TFLOP/s from labkit.roofline.ceilings:
     the measured ceiling where there is one, else the datasheet's, said so in the label."""
-    from ..roofline import ceilings as measured_then_spec
-
     out: dict = {}
     for c in measured_then_spec(facts):
         key = "fma" if c["kind"] == "compute" else "l2" if c["name"].startswith("L2") else "dram"
@@ -85,13 +86,8 @@ def percent(row: dict, bound: str, ceil: dict) -> str:
     return f"{v:.0f} % of {ceil['dram'][1] if 'dram' in ceil else 'copy peak'}" if v else ""
 
 
-def base(variant: str) -> str:
-    """'f16x8_pack[block=512]' -> 'f16x8_pack': tuning-axis values keep the variant's colour."""
-    return variant.split("[", 1)[0]
-
-
 def color(variant: str, names: list) -> str:
-    b = base(variant)
+    b = base_variant(variant)  # tuning-axis values keep the variant's colour
     return TORCH if b == "torch" else PALETTE[names.index(b) % len(PALETTE)] if b in names else GREY
 
 
@@ -176,8 +172,6 @@ def roofline(lines, facts: dict, legend: bool, names: list) -> list:
     """Specs of a log-log roofline from labkit.roofline.trace_data: a point per row of each line
     (TFLOP/s vs flop/byte, by kernel time where recorded) and the ceilings as lines (measured
     dotted, datasheet dash-dotted)."""
-    from ..roofline import trace_data
-
     tagged = [dict(r, _line=label) for label, _, _, rs in lines for r in rs]
     d = trace_data(tagged, facts, label="_line")
     style = {label: (v, dash) for label, v, dash, _ in lines}

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import ipywidgets as W
 
+import labkit
+
 from ..errors import LabkitError
 from ..ranges import nvtx_range
-from ..records import key as row_key, to_frame, write_file
+from ..records import to_frame, write_file
 from ..registry import get_op, ops
+from ..schema import base_variant, key as row_key, variant_label
 from . import choices, figure, text
 from .panels import SassPanel, WhyPanel
 from .views import Views, widget
@@ -131,7 +134,7 @@ class Explorer:
                             self.bar_shape.value if self.view.value == "bar" else None)
         if self.roofline.value:
             t = (f"roofline: {op.name} {self.dtype.value}, {self.mode.value} cache: TFLOP/s vs flop per byte moved"
-                 if op.flops else f"roofline: {op.name} has no flop count, so no points (ceilings only)")
+                 if op.cost.flops else f"roofline: {op.name} has no flop count, so no points (ceilings only)")
             self.views.draw_roofline(lines, self._facts, names, t)
         self.views.show_roofline(self.roofline.value)
 
@@ -189,14 +192,12 @@ class Explorer:
     def inline(self, op: str, name: str, source: str, kernel: str, dtype: str, width: int = 1, block: int = 256):
         """labkit.inline, with the outcome in the panel: on success the new variant is selected (rows
         of an earlier kernel with that name are dropped); a compile error shows and is raised again."""
-        import labkit
-
         try:
             v = labkit.inline(op, name, source, kernel, dtype, width, block)
         except LabkitError as e:
             self._say(f"inline kernel {name!r}: {e}")
             raise
-        self.cache = {k: rs for k, rs in self.cache.items() if not (k[0] == op and figure.base(k[1]) == name)}
+        self.cache = {k: rs for k, rs in self.cache.items() if not (k[0] == op and base_variant(k[1]) == name)}
         self._rebuild("op")
         self.select(op=op, dtype=dtype, variant=v.name)
         return v
@@ -332,8 +333,8 @@ class Explorer:
     def _variant_s(self) -> str:
         """The variant shown with its tuning-axis values, e.g. 'f16x8_pack[block=512]' (as rows name it)."""
         op = get_op(self.op.value)
-        axes = ",".join(f"{k}={s.value}" for k, s in sorted(self.tuning.items()) if s.value != op.axes[k][0])
-        return self.variant.value + (f"[{axes}]" if axes else "")
+        return variant_label(self.variant.value,
+                             [(k, s.value) for k, s in sorted(self.tuning.items()) if s.value != op.axes[k][0]])
 
     def title(self) -> str:
         op = get_op(self.op.value)

@@ -1,11 +1,15 @@
 """The explorer's on-demand panels: the "why is it slow" card (labkit.why) and the machine-code
-diff of two variants (labkit.sass.diff_html). Each runs only when its button is pressed, never on
-a control change. Both modules are optional here: a checkout without them says so in the panel."""
+diff of two variants (labkit.sass_diff.diff_html). Each runs only when its button is pressed, never on
+a control change."""
 from __future__ import annotations
 
 from html import escape
 
+import ipywidgets as W
+
+from .. import sass_diff
 from ..errors import LabkitError
+from ..why import why  # the function (labkit.why, the attribute, is the function too)
 
 
 def _note(text: str, color: str = "#b91c1c") -> str:
@@ -17,8 +21,6 @@ class WhyPanel:
 
     def __init__(self, state):
         """`state()` -> dict(op, variant, dtype, shape, recorded): what the panel shows now."""
-        import ipywidgets as W
-
         self.state = state
         self.button = W.Button(description="why is it slow?", icon="question",
                                tooltip="time vs the nearest ceiling, bytes, machine code, occupancy, hints")
@@ -29,11 +31,6 @@ class WhyPanel:
     def show(self) -> str:
         s = self.state()
         try:
-            from ..why import why
-        except ImportError as e:
-            self.out.value = _note(f"the 'why' card needs labkit.why, which this checkout lacks ({e})")
-            return self.out.value
-        try:
             card = why(s["op"], s["variant"], s["shape"], s["dtype"], recorded=s["recorded"])
             self.out.value = card._repr_html_()
         except LabkitError as e:
@@ -42,12 +39,10 @@ class WhyPanel:
 
 
 class SassPanel:
-    """Two variants' SASS side by side (labkit.sass.diff_html), memory instructions aligned."""
+    """Two variants' SASS side by side (labkit.sass_diff.diff_html), memory instructions aligned."""
 
     def __init__(self, shown):
         """`shown()` -> (op, dtype) shown now."""
-        import ipywidgets as W
-
         self.shown = shown
         self.a = W.Dropdown(description="A")
         self.b = W.Dropdown(description="B")
@@ -67,13 +62,8 @@ class SassPanel:
 
     def show(self) -> str:
         try:
-            from ..sass import diff_html
-        except ImportError as e:
-            self.out.value = _note(f"the SASS diff needs labkit.sass.diff_html, which this checkout lacks ({e})")
-            return self.out.value
-        try:
             op, dtype = self.shown()
-            self.out.value = diff_html(op, self.a.value, self.b.value, dtype=dtype)
+            self.out.value = sass_diff.diff_html(op, self.a.value, self.b.value, dtype=dtype)
         except LabkitError as e:  # e.g. nvcc or cuobjdump missing: ToolMissingError says how to get them
             self.out.value = _note(f"SASS diff {self.a.value} vs {self.b.value}: {e}")
         return self.out.value

@@ -1,5 +1,5 @@
 """Where the explorer's rows come from. Both sources take resolved Configs and hand back records
-keyed like them (`Config.key` == `records.key(row)`), so the panel needs no branch per source:
+keyed like them (`Config.key` == `schema.key(row)`), so the panel needs no branch per source:
 
 * LiveSource measures through the one run loop (labkit.session.run) in worker processes: an inline
   kernel that faults costs a worker, not the notebook and what it has measured;
@@ -11,23 +11,26 @@ of a GPU (`facts`), read from results/<gpu>/device.json without touching the GPU
 from __future__ import annotations
 
 import json
-import re
 from html import escape
 
+from .. import device, recorded, session, workers
+from ..ceilings import in_force
 from ..config import make_rule
 from ..device import spec
+from ..guard import of_row
 from ..paths import gpu_slug, results_dir
+from ..recorded import banner_html, rows
+from ..records import ResultLog
+from ..schema import key, newest, split_variant
+from .choices import modes
 
 # interactive: a looser noise target and a short budget per configuration than a sweep's
 INTERACTIVE_RULE = dict(noise_target=0.01, min_samples=10, max_samples=500, min_time_s=0.01, budget_s=0.25)
-_AXES = re.compile(r"\[(.*)\]$")
 
 
 def read_facts(root, gpu: str) -> dict:
     """The measured ceilings of `gpu` from <root>/<slug>/device.json (labkit.ceilings writes it; the
     entry in force), with the datasheet numbers under 'spec'; {'spec': ...} alone where nothing was measured."""
-    from ..ceilings import in_force
-
     try:
         devices = json.loads((results_dir(root) / gpu_slug(gpu) / "device.json").read_text()).get("devices", {})
     except (OSError, ValueError):
@@ -51,11 +54,8 @@ class LiveSource:
     @property
     def ex(self):
         if self._ex is None:
-            from ..device import visible_gpus
-            from ..workers import pool
-
-            gpus = visible_gpus()
-            self._ex = pool([gpus[0]["index"]] if gpus else None, **({"energy": True} if self.energy else {}))
+            gpus = device.visible_gpus()
+            self._ex = workers.pool([gpus[0]["index"]] if gpus else None, **({"energy": True} if self.energy else {}))
         return self._ex
 
     def _identities(self) -> list:
@@ -71,15 +71,12 @@ class LiveSource:
 
     def measure(self, configs: list, on_row, title: str) -> None:
         """Run `configs` (torch baseline first in each group); on_row(record) as each arrives."""
-        from ..records import ResultLog
-        from ..session import run
-
         class Feed(ResultLog):  # the run loop's log, kept in memory, passing rows on as they come
             def append(self, rec):
                 super().append(rec)
                 on_row(rec)
 
-        run(configs, Feed(), ex=self.ex, title=title, progress=False)
+        session.run(configs, Feed(), ex=self.ex, title=title, progress=False)
 
     def modes(self, op: str, dtype: str) -> None:
         return None  # live: every mode can be measured
@@ -109,18 +106,11 @@ class RecordedSource:
         self.index: dict = {}
         self._facts: dict = {}
         if frame is not None:
-            from ..recorded import rows
-
-            newest: dict = {}  # the newest row per configuration and GPU
-            for r in sorted(rows(frame), key=lambda r: str(r.get("date") or "")):
-                newest[(r["op"], r["variant"], r["dtype"], r["shape"], r["mode"], r["gpu"])] = r
-            for k, r in newest.items():
-                self.index.setdefault(k[:5], []).append(r)
+            for r in newest(rows(frame)):  # the newest row per configuration and GPU
+                self.index.setdefault(key(r), []).append(r)
 
     @classmethod
     def load(cls, root=None, gpus=None):
-        from .. import recorded
-
         try:
             return cls(recorded.load(root, gpus=gpus), root=root)
         except recorded.NoRecordedData as e:
@@ -134,13 +124,9 @@ class RecordedSource:
             return ("<div class='lk-recorded' style='border-left:4px solid #dc2626;padding:4px 8px'>"
                     f"<b>Recorded mode, but no recorded data</b> (no GPU on this machine): {escape(self.error or '')}"
                     "</div>")
-        from ..recorded import banner_html
-
         return banner_html(self.frame)
 
     def measure(self, configs: list, on_row, title: str) -> None:
-        from ..guard import of_row
-
         for cfg in configs:
             for r in self.index.get(cfg.key, ()):
                 if "dram_note" not in r:  # the physics guard, for rows recorded before it too
@@ -149,8 +135,6 @@ class RecordedSource:
 
     def modes(self, op: str, dtype: str) -> list:
         """The cache modes recorded for op and dtype, in the registry's order (labkit.cache_states)."""
-        from .choices import modes
-
         found, order = {k[4] for k in self.index if k[0] == op and k[2] == dtype}, modes()
         return sorted(found, key=lambda m: (order.index(m) if m in order else len(order), m))
 
@@ -159,11 +143,9 @@ class RecordedSource:
         default, values = op.axes[name]
         seen = {default}
         for k in self.index:
-            m = _AXES.search(k[1]) if k[0] == op.name else None
-            for part in m.group(1).split(",") if m else ():
-                key, _, val = part.partition("=")
-                if key == name:
-                    seen.add(type(default)(val))
+            ax = split_variant(k[1])[1] if k[0] == op.name else {}
+            if name in ax:
+                seen.add(type(default)(ax[name]))
         return [v for v in values if v in seen]
 
     def recorded_shapes(self, op: str) -> list[str]:

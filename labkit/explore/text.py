@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from html import escape
 
+from ..schema import shown
 from .figure import Metric, percent
 
-TABLE_COLUMNS = ["gpu", "variant", "dtype", "shape", "mode", "status", "time_us", "kernel_us", "host_bound", "gbps",
-                 "tflops", "pct_peak", "pct_fma", "dram_guard", "gb_per_j", "vs_torch", "vs_torch_lo", "vs_torch_hi",
-                 "vs_torch_verdict", "noise", "samples", "stop_reason", "error"]
 RED, GREEN, GREY = "#b91c1c", "#166534", "#555555"
 
 
@@ -45,7 +43,8 @@ def status_html(parts: list, last_update_s: float | None) -> str:
 
 
 def table_html(df) -> str:
-    cols = [c for c in TABLE_COLUMNS + ["pin"] if c in df.columns]
+    """The rows' fields the schema shows in the explorer (labkit.schema), and the pinned run's label."""
+    cols = [c for c in [*shown("explorer"), "pin"] if c in df.columns]
     return df[cols].to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}", classes="lk-table",
                             border=0) if len(df) else "<i>no rows</i>"
 

@@ -8,12 +8,12 @@ into DataFrames, and check labkit's times against Nsight's.
     ncu_metrics("add", "f16x8_pack", "4096x4096")   # DRAM bytes / throughput / registers vs the byte model
 
 The modules, each importing only those before it: tools (find and run nsys / ncu with a timeout;
-the profiled labkit command), names (range, variant and kernel names), nsys (nsys commands, stats
-CSV and SQLite readers), ncu (ncu command, CSV reader, metrics table), check (cross-check, goal,
-plot), profiling (Profile, profile(), recorded summaries), cli (`labkit profile`).
+the profiled labkit command), names (range and kernel names; variant labels are labkit.schema's),
+nsys (nsys commands, stats CSV and SQLite readers), ncu (ncu command, CSV reader, metrics table),
+check (cross-check, goal, plot), profiling (Profile, profile(), recorded summaries), cli (`labkit profile`).
 """
 from .check import check_plot, cross_check, goal
-from .names import kernel_short, kernel_template, parse_config, range_kind, split_range, split_variant
+from .names import kernel_short, kernel_template, parse_config, range_kind, split_range
 from .ncu import (NCU_METRICS, UNDER_NCU, kernel_regex, ncu_argv, ncu_metrics, ncu_table, nvtx_path, read_ncu_csv,
                   with_model)
 from .nsys import (config_kernels, launch_kernels, nsys_export_argv, nsys_profile_argv, nsys_stats_argv, nvtx_ranges,
@@ -26,4 +26,4 @@ __all__ = ["NCU_METRICS", "UNDER_NCU", "Profile", "bench_argv", "check_plot", "c
            "ncu_argv", "ncu_metrics", "ncu_table", "nsys_export_argv", "nsys_profile_argv", "nsys_stats_argv",
            "nvtx_path", "nvtx_ranges", "parse_bench_log", "parse_config", "profile", "range_kind", "read_ncu_csv",
            "read_sqlite", "read_stats_csv", "recorded_dir", "recorded_ncu", "recorded_profile", "run_tool", "shell",
-           "split_range", "split_variant", "sweep_argv", "with_model"]
+           "split_range", "sweep_argv", "with_model"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from .. import cache_states
 from ..errors import LabkitError
+from ..registry import get_op
 from ..toolkit import TIMEOUT_ENV, TIMEOUT_S
+from .ncu import UNDER_NCU, ncu_metrics, ncu_table
+from .profiling import profile
 
 
 def add_profile_parser(sub) -> None:
@@ -37,16 +40,11 @@ def add_profile_parser(sub) -> None:
 def cmd_profile(a):
     import pandas as pd
 
-    from .ncu import UNDER_NCU, ncu_metrics, ncu_table
-    from .profiling import profile
-
     if a.ncu:
         if not a.op or not a.variants:
             raise LabkitError("profile --ncu needs an op and -v variants")
         shape = a.shapes[0] if a.shapes else None
         if shape is None:
-            from ..registry import get_op
-
             o = get_op(a.op)
             shape = o.format_shape(o.default_shapes[0])
         frames = [ncu_metrics(a.op, v, shape, a.dtype, a.mode[0], ncu=a.ncu_path, timeout=a.timeout)

@@ -1,14 +1,15 @@
 """Names as the tools print them: labkit's NVTX ranges (`bench add` > `add` > `add f16x8_pack
-4096x4096` > phases), variants with tuning-axis values (`f16x8_pack[block=512]`, as Config.variant_s
-writes them) and demangled kernel names."""
+4096x4096` > phases; a variant with tuning-axis values as labkit.schema labels it, `f16x8_pack[block=512]`)
+and demangled kernel names."""
 from __future__ import annotations
 
 import re
 
 from ..config import resolve
-from ..errors import ConfigError, LabkitError
+from ..errors import LabkitError
 from ..ranges import PHASES as RANGE_PHASES, config_name
 from ..registry import get_op
+from ..schema import split_variant
 
 # the runner's phase ranges: ranges.PHASES ('timed' is spelled 'timed <mode>'), the re-check after
 # timing and the CUPTI kernel-time run (absent under nsys, which holds CUPTI)
@@ -46,20 +47,6 @@ def parse_config(name: str) -> dict | None:
     if len(t) not in (3, 4) or t[0] in (*TOPS, "timed") or not re.match(r"^[\w^+.]+$", t[-1]):
         return None
     return {"op": t[0], "variant": t[1], "dtype": t[2] if len(t) == 4 else None, "shape": t[-1]}
-
-
-def split_variant(label: str) -> tuple[str, dict]:
-    """'f16x8_pack[block=512]' -> ('f16x8_pack', {'block': 512}); 'f16x8' -> ('f16x8', {})."""
-    m = re.fullmatch(r"([^\[\]]+)(?:\[(.*)\])?", str(label))
-    if not m:
-        raise ConfigError(f"variant {label!r}: expected NAME or NAME[AXIS=VALUE,...], e.g. f16x8_pack[block=512]")
-    axes = {}
-    for item in filter(None, (m.group(2) or "").split(",")):
-        k, _, v = item.partition("=")
-        if not v.lstrip("-").isdigit():
-            raise ConfigError(f"variant {label!r}: axis values are integers, as in NAME[block=512]; got {item!r}")
-        axes[k.strip()] = int(v)
-    return m.group(1), axes
 
 
 def config_range(op: str, variant: str, shape, dtype: str | None = None) -> str:

@@ -11,8 +11,9 @@ from ..cache_states import get as cache_state
 from ..errors import LabkitError, ToolMissingError
 from ..ranges import DOMAIN
 from ..registry import get_op
+from ..schema import split_variant
 from ..toolkit import timeout_s
-from .names import config_range, kernel_template, split_variant
+from .names import config_range, kernel_template
 from .tools import bench_argv, find_tool, run_tool, shell, tail, text_of
 
 NCU_METRICS = {  # ncu metric -> column
@@ -119,7 +120,7 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
     """Nsight Compute on one variant (a name, or a record's name with axis values such as
     'f16x8_pack[block=512]'): its kernel in its config's `timed <mode>` range, --clock-control none.
     Returns one row per profiled kernel with duration, DRAM bytes read / written, achieved DRAM
-    throughput (bytes/s and % of peak), registers/thread, labkit's byte model (op.bytes_moved) and
+    throughput (bytes/s and % of peak), registers/thread, labkit's byte model (op.cost.bytes_moved) and
     measured / model. Labkit's own times in that run are meaningless (see UNDER_NCU). `timeout` as in
     labkit.nsight.profile."""
     timeout = timeout_s("ncu", timeout)
@@ -149,9 +150,9 @@ def ncu_metrics(op: str, variant: str, shape: str, dtype: str | None = None, mod
 
 
 def with_model(df, op: str, variant: str, shape: str, dtype: str | None):
-    """Add labkit's byte model (op.bytes_moved) and the ratio measured DRAM bytes / model."""
+    """Add labkit's byte model (op.cost.bytes_moved) and the ratio measured DRAM bytes / model."""
     o = get_op(op)
-    model = o.bytes_moved(o.parse_shape(shape), dtype or o.variant(split_variant(variant)[0]).dtype)
+    model = o.cost.bytes_moved(o.parse_shape(shape), dtype or o.variant(split_variant(variant)[0]).dtype)
     df = df.assign(op=op, variant=variant, shape=shape, model_bytes=model)
     if "dram_bytes" in df:
         df["measured_over_model"] = df["dram_bytes"] / model

@@ -17,21 +17,20 @@ from pathlib import Path
 
 from ..config import plan
 from ..errors import LabkitError, ToolMissingError
-from ..paths import cache_root
-from ..records import KEY, load_rows, to_frame
+from ..paths import RESULTS_DIR, cache_root, results_dir
+from ..records import load_rows, to_frame
 from ..registry import ops
+from ..schema import KEY, group, split_variant
+from ..sweeps import get_sweep
 from ..toolkit import timeout_s
 from .check import check_plot, cross_check
-from .names import parse_config, split_variant
+from .names import parse_config
 from .ncu import read_ncu_csv, with_model
 from .nsys import (config_kernels, launch_kernels, nsys_export_argv, nsys_profile_argv, nsys_stats_argv, nvtx_ranges,
                    ranges_from_db, read_sqlite)
 from .tools import bench_argv, find_tool, run_tool, shell, sweep_argv, tail, text_of
 
 RECORDS, KERNEL_RECORDS = "labkit", "labkit-kernel-time"  # file stems; .json (bench) or .jsonl (sweep)
-# the kernel-only columns of the run without nsys; overhead_us and host_bound compare kernel_us
-# with that run's event times, not the profiled run's, so they stay out
-KERNEL_COLUMNS = ("kernel_us", "kernel_gbps", "torch_kernel_us", "vs_torch_kernel")
 
 
 @dataclass
@@ -72,8 +71,6 @@ def profile(op: str | None = None, variants=None, shapes=None, modes=("cold",), 
     if (op is None) == (sweep is None):
         raise LabkitError("profile: give an op (with variants / shapes / modes) or a sweep name, not both")
     if sweep is not None:
-        from ..sweeps import get_sweep
-
         get_sweep(sweep)
         suffix = ".jsonl"  # sweep -o appends rows to a .jsonl
         child = lambda rec, kt=False: sweep_argv(sweep, rec, budget, kernel_time=kt)  # noqa: E731
@@ -135,8 +132,11 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
     records = pd.DataFrame() if records is None else records
     kt = _records(folder, KERNEL_RECORDS)
     if kt is not None and len(records) and "kernel_us" in kt:
-        have = [c for c in KERNEL_COLUMNS if c in kt]
-        records = records.drop(columns=list(KERNEL_COLUMNS), errors="ignore").merge(
+        # the CUPTI fields (schema group 'kernel') come from the run without nsys; overhead_us and
+        # host_bound compare kernel_us with that run's event times, not the profiled run's, so they stay out
+        kernel = group("kernel")
+        have = [c for c in kernel if c in kt]
+        records = records.drop(columns=list(kernel), errors="ignore").merge(
             kt[[*KEY, *have]].drop_duplicates(list(KEY)), on=list(KEY), how="left")
     ranges_db, launches = read_sqlite(folder / "labkit.sqlite")
     kernels = launch_kernels(launches)
@@ -154,8 +154,6 @@ def load_profile(folder: str | Path, commands=(), returncode: int = 0) -> Profil
 def recorded_dir(root: str | Path | None = None) -> Path | None:
     """A recorded Nsight summary: <results>/<gpu>/nsight/ (results = $LABKIT_RESULTS or the repo's),
     else the repo's results/nvidia-h200/nsight/."""
-    from ..paths import RESULTS_DIR, results_dir
-
     for base in (results_dir(root), RESULTS_DIR):
         hits = sorted(Path(base).glob("*/nsight"))
         if hits:

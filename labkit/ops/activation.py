@@ -16,11 +16,12 @@ def _sigmoid_torch(inputs, outputs, shape, dtype):
 
 
 OPS = [
-    unary_op("relu", "ReLU", "Relu", lambda x: x.clamp_min(0), _relu_torch,
+    unary_op("relu", title="ReLU", functor="Relu", reference=lambda x: x.clamp_min(0), torch_impl=_relu_torch,
              # exact: max(0, x) is representable in every dtype
-             {"f32": (0.0, 0.0), "f16": (0.0, 0.0)}, 1, "one 128-bit pack of 8 halves per thread"),
-    unary_op("sigmoid", "Sigmoid", "Sigmoid", lambda x: x.sigmoid(), _sigmoid_torch,
+             tolerance={"f32": (0.0, 0.0), "f16": (0.0, 0.0)}, flops_per_element=1,
+             f16x8_note="one 128-bit pack of 8 halves per thread"),
+    unary_op("sigmoid", title="Sigmoid", functor="Sigmoid", reference=lambda x: x.sigmoid(), torch_impl=_sigmoid_torch,
              # f32: expf + IEEE divide are a few ulp; f16: one rounding of the f32 result
-             {"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5)}, 4,
-             "one 128-bit pack of 8 halves per thread, f32 math with __expf"),
+             tolerance={"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5)}, flops_per_element=4,
+             f16x8_note="one 128-bit pack of 8 halves per thread, f32 math with __expf"),
 ]

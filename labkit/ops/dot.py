@@ -1,13 +1,16 @@
 """Dot product y = sum(a * b), one f32 (CATALOG §4, seed 002)."""
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc
 from .families import Arg, Signature
 from .reduce import qrandn, sum_tolerance
 
 VARIANTS = [
-    V("f32", "f32", 1, 4, "grid-stride, one float of a and b per load, fmaf, one atomic per block"),
-    V("f32x4", "f32", 4, 16, "grid-stride, one float4 (128-bit) of a and b per load"),
+    V("f32", "f32", width=1, access=4, note="grid-stride, one float of a and b per load, fmaf, one atomic per block"),
+    V("f32x4", "f32", width=4, access=16, note="grid-stride, one float4 (128-bit) of a and b per load"),
+    V("f32x4_1pass", "f32", width=4, access=16, launch="launch_dot_1pass<{width}, {unroll}>",
+      kernel="dot_1pass<{width}, {unroll}>", note="one launch: grid from the kernel's occupancy, 2 float4 of a and "
+      "of b in flight per round, the last block adds the partials (no memset, no atomics)"),
 ]
 
 SHAPES = [(1 << 20,), (1 << 24,), (1 << 25,), (1 << 27,)]  # 2^25: 256 MiB read, 2^27: 1 GiB
@@ -56,25 +59,25 @@ OPS = [Op(
     name="dot",
     title="Dot product",
     source="dot.cu",
+    block=Block({"f32": 256, "f32x4": 256, "f32x4_1pass": 1024},
+                evidence=("constexpr int kThreads = 256;", "constexpr int kOnePassThreads = 1024;")),
     launch="launch_dot<{width}, {access}>",
     kernel="dot_kernel<{width}, {access}>",
+    axes={"unroll": (2, (1, 2, 4))},  # f32x4_1pass: float4 of a and of b per thread per round
+    inline_launcher=INLINE_LAUNCHER,
     variants=VARIANTS,
     shape_axes=("N",),
     default_shapes=SHAPES,
-    make_inputs=_inputs,
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 8 * shape[0] + 4,
-    footprint=lambda shape, dtype: (8 * shape[0], 4),
-    flops=lambda shape, dtype: 2 * shape[0],
-    tolerance=sum_tolerance,
     shape_presets={"large": SHAPES[2:]},
-    test_shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 4 + 13,)],
-    vector_stores=False,
-    inline_launcher=INLINE_LAUNCHER,
-    signature=Signature("dot", [Arg("a", "N"), Arg("b", "N")], _relate),
-    notes="y = sum(a * b) as one f32 (fmaf in f32, one atomicAdd per block into y, zeroed first). "
+    data=Data(make_inputs=_inputs, make_outputs=_outputs, reference=_reference, torch_impl=_torch,
+              tolerance=sum_tolerance),
+    cost=Cost(bytes_moved=lambda shape, dtype: 8 * shape[0] + 4, footprint=lambda shape, dtype: (8 * shape[0], 4),
+              flops=lambda shape, dtype: 2 * shape[0]),
+    call=Call(signature=Signature("dot", [Arg("a", "N"), Arg("b", "N")], _relate)),
+    testing=Testing(shapes=[(1,), (7,), (1023,), ((1 << 20) + 3,), (4 * 1056 * 256 * 4 + 13,)], fuzz_caps=(1 << 21,),
+                    vector_stores=False),
+    notes="y = sum(a * b) as one f32 (fmaf in f32, one atomicAdd per block into y, zeroed first; f32x4_1pass: "
+          "the blocks' sums in the module's device memory, added by the last block, one launch). "
           "Inputs are randn rounded to multiples of 1/8, so the total is exact in any summation order "
           "(rtol 1e-6, atol 1e-3 against a float64 reference). a and b misaligned differently run the "
           "scalar kernel (path 'fallback').",

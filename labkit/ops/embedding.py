@@ -2,22 +2,29 @@
 import math
 
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc
 from .families import INT_MAX, Arg, Signature
 
 _ROWS = "launch_embedding<{ctype}, {width}, {access}, {rows}>"
+_FLAT, _FLAT_KERNEL = "launch_embedding_flat<{ctype}, {width}, 8>", "embedding_flat_kernel<{ctype}, {width}, 8>"
 VARIANTS = [
-    V("f32", "f32", 1, 4, "seed baseline: one float per thread step"),
-    V("f32x4", "f32", 4, 4, "seed x4: four scalar float copies per thread step"),
-    V("f32x4_pack", "f32", 4, 16, "seed pack: one float4 (128-bit) load and store per thread step"),
-    V("f16", "f16", 1, 2, "one half per thread step"),
-    V("f16x8", "f16", 8, 2, "seed x8: eight scalar half copies per thread step"),
-    V("f16x8_pack", "f16", 8, 16, "seed pack: one 128-bit load and store of 8 halves per thread step"),
-    V("f32x4_pack_r4", "f32", 4, 16, "4 rows per block: 4 independent 128-bit loads in flight per thread",
-      rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>"),
-    V("f16x8_pack_r4", "f16", 8, 16, "4 rows per block: 4 independent 128-bit loads in flight per thread",
-      rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>"),
+    V("f32", "f32", width=1, access=4, note="seed baseline: one float per thread step"),
+    V("f32x4", "f32", width=4, access=4, note="seed x4: four scalar float copies per thread step"),
+    V("f32x4_pack", "f32", width=4, access=16, note="seed pack: one float4 (128-bit) load and store per thread step"),
+    V("f16", "f16", width=1, access=2, note="one half per thread step"),
+    V("f16x8", "f16", width=8, access=2, note="seed x8: eight scalar half copies per thread step"),
+    V("f16x8_pack", "f16", width=8, access=16, note="seed pack: one 128-bit load and store of 8 halves per thread step"),
+    V("f32x4_pack_r4", "f32", width=4, access=16, rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>",
+      note="4 rows per block: 4 independent 128-bit loads in flight per thread"),
+    V("f16x8_pack_r4", "f16", width=8, access=16, rows=4, launch=_ROWS, kernel="embedding_rows_kernel<{ctype}, {width}, {rows}>",
+      note="4 rows per block: 4 independent 128-bit loads in flight per thread"),
+    V("f32x4_flat", "f32", width=4, access=16, launch=_FLAT, kernel=_FLAT_KERNEL,
+      note="the output as one flat list of float4 packs over a resident grid: 8 cp.async in flight per thread, "
+           "the next round's row indices with them"),
+    V("f16x8_flat", "f16", width=8, access=16, launch=_FLAT, kernel=_FLAT_KERNEL,
+      note="the output as one flat list of 128-bit packs over a resident grid: 8 cp.async in flight per thread, "
+           "the next round's row indices with them"),
 ]
 
 # (MaxV, SeqLen, EmbSize)
@@ -90,6 +97,16 @@ def _footprint(shape, dtype):
     return 4 * seq + rows * emb * {"f32": 4}.get(dtype, 2), seq * emb * {"f32": 4}.get(dtype, 2)
 
 
+def _block(v, shape, axes=()):
+    """One block per row: threads for one pass over the row's packs, a warp multiple in 32..256; the
+    flat gather: 256 (kFlatThreads)."""
+    if v.name.endswith("_flat"):
+        return 256, "kFlatThreads"
+    emb = shape[-1]
+    work = emb // v.width if emb % v.width == 0 else emb
+    return (256 if work >= 256 else -(-work // 32) * 32), f"EmbSize {emb}"
+
+
 INLINE_LAUNCHER = """
 LK_EXPORT int {symbol}(const lk_args* args, cudaStream_t stream) {{
   const int64_t rows = args->t[0].numel;
@@ -106,25 +123,23 @@ OPS = [Op(
     name="embedding",
     title="Embedding lookup",
     source="embedding.cu",
+    block=Block(_block, evidence=("work >= 256 ? 256", "constexpr int kFlatThreads = 256;")),
     launch="launch_embedding<{ctype}, {width}, {access}>",
     kernel="embedding_kernel<{ctype}, {width}, {access}>",
+    inline_launcher=INLINE_LAUNCHER,
     variants=VARIANTS,
     shape_axes=("MaxV", "SeqLen", "EmbSize"),
     default_shapes=SEED_SHAPES + LARGE_SHAPES,
-    make_inputs=_inputs,
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=_bytes,
-    footprint=_footprint,
-    tolerance=lambda shape, dtype: (0.0, 0.0),  # copies must be bit-exact
     shape_presets={"seed": SEED_SHAPES, "large": LARGE_SHAPES},
-    test_shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3), (1000, 257, 512)],
-    validate=_validate,
+    data=Data(make_inputs=_inputs, make_outputs=_outputs, reference=_reference, torch_impl=_torch,
+              tolerance=lambda shape, dtype: (0.0, 0.0),  # copies must be bit-exact
+              validate=_validate),
+    cost=Cost(bytes_moved=_bytes, footprint=_footprint),
     # index range: checked with check=True only (a host sync); the kernels write zeros for an index
     # outside [0, MaxV) and never read outside the table
-    signature=Signature("embedding", [Arg("idx", "SeqLen", "i32"), Arg("weight", "MaxV x EmbSize")], _relate),
-    inline_launcher=INLINE_LAUNCHER,
+    call=Call(signature=Signature("embedding", [Arg("idx", "SeqLen", "i32"), Arg("weight", "MaxV x EmbSize")], _relate)),
+    testing=Testing(shapes=[(1, 1, 1), (5, 3, 7), (1024, 7, 1023), (4096, 33, 1000), (3, 1, (1 << 20) + 3),
+                            (1000, 257, 512)], fuzz_caps=(5000, 1500, 3000)),
     notes="Inputs: idx int32 [SeqLen] in [0, MaxV), weight [MaxV, EmbSize]; out [SeqLen, EmbSize]. "
           "Seed 004 shapes: MaxV in {1024, 4096}, SeqLen in {2048, 4096}, EmbSize in {512, 1024} (all fit in "
           "L2: they measure the cache when hot). The torch row is torch.index_select(weight, 0, idx, out=out), "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .. import dtypes
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc, randn
 
 INT_MAX = 2**31 - 1  # launchers hold rows, columns and bins in an int
@@ -153,6 +153,13 @@ ROW_TEST_SHAPES = [(1, 1), (1, 7), (3, 1023), (5, 4097), (2, (1 << 16) + 3), (10
                    (2, 32768), (1, 65536), (1, 1 << 17)]
 
 
+# the row plan (kernels/labkit.cuh) picks threads per block by row length at run time
+ROW_BLOCK = Block(None, evidence="lk_plan_row", file="labkit.cuh",
+                  why="picked per row length at run time by the row plan (lk_plan_row, kernels/labkit.cuh)")
+# long rows reach the shared-memory and streaming paths (K > 16384)
+ROW_FUZZ_CAPS = (3000, 1 << 17)
+
+
 def validate_rows(name):
     def check(inputs, shape, dtype):
         if shape[0] >= 2**31 or shape[1] >= 2**31:
@@ -178,44 +185,47 @@ UNARY_SEED_SHAPES = [(s, k) for s in (1024, 2048, 4096) for k in (1024, 2048, 40
 UNARY_LARGE_SHAPES = [(8192, 8192), (16384, 8192), (16384, 16384)]
 
 
-def unary_op(name, title, functor, reference, torch_impl, tol, flops_per_element, f16x8_note):
-    """An elementwise y = f(x) op of kernels/activation.cu: unary_kernel<functor, T, N, ACCESS>."""
+def unary_op(name: str, *, title: str, functor: str, reference, torch_impl, tolerance: dict, flops_per_element: int,
+             f16x8_note: str) -> Op:
+    """An elementwise y = f(x) op of kernels/activation.cu: unary_kernel<functor, T, N, ACCESS>.
+    `reference` maps a float64 x to f(x); `tolerance` is {dtype: (rtol, atol)}."""
     return Op(
         name=name,
         title=title,
         source="activation.cu",
+        block=Block(256, evidence="const int threads = 256;"),
         launch="launch_unary<{functor}, {ctype}, {width}, {access}>",
         kernel="unary_kernel<{functor}, {ctype}, {width}, {access}>",
         args={"functor": functor},
         variants=[
-            V("f32", "f32", 1, 4, "baseline: one float per thread"),
-            V("f32x4", "f32", 4, 16, "one float4 (128-bit) access per thread"),
-            V("f16", "f16", 1, 2, "one half per thread, f32 math"),
-            V("f16x8_pack", "f16", 8, 16, f16x8_note),
+            V("f32", "f32", width=1, access=4, note="baseline: one float per thread"),
+            V("f32x4", "f32", width=4, access=16, note="one float4 (128-bit) access per thread"),
+            V("f16", "f16", width=1, access=2, note="one half per thread, f32 math"),
+            V("f16x8_pack", "f16", width=8, access=16, note=f16x8_note),
         ],
         shape_axes=("S", "K"),
         default_shapes=UNARY_SEED_SHAPES + UNARY_LARGE_SHAPES,
-        make_inputs=one_input,
-        make_outputs=output_like_input,
-        reference=lambda inputs, shape, dtype: [reference(inputs[0].double())],
-        torch_impl=torch_impl,
-        bytes_moved=read_write_bytes,
-        footprint=read_write_footprint,
-        flops=lambda shape, dtype: flops_per_element * shape[0] * shape[1],
-        tolerance=lambda shape, dtype: tol[dtype],
         shape_presets={"seed": UNARY_SEED_SHAPES, "large": UNARY_LARGE_SHAPES},
-        test_shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)],
-        signature=Signature(name, [Arg("x")], shape_of),  # any shape (<= 4 dims): y has x's
+        data=Data(make_inputs=one_input, make_outputs=output_like_input,
+                  reference=lambda inputs, shape, dtype: [reference(inputs[0].double())], torch_impl=torch_impl,
+                  tolerance=lambda shape, dtype: tolerance[dtype]),
+        cost=Cost(bytes_moved=read_write_bytes, footprint=read_write_footprint,
+                  flops=lambda shape, dtype: flops_per_element * shape[0] * shape[1]),
+        call=Call(signature=Signature(name, [Arg("x")], shape_of)),  # any shape (<= 4 dims): y has x's
+        testing=Testing(shapes=[(1, 1), (1, 7), (1, 1023), (1, (1 << 20) + 3), (3, 333)], fuzz_caps=(3000, 1 << 17)),
         notes="Memory-bound: the large shapes (>= 256 MiB of traffic in f32) are the ones to compare with the copy peak.",
     )
 
 
-def row_op(name: str, title: str, source: str, **kw) -> Op:
+def row_op(name: str, *, title: str, source: str, reference, torch_impl, tolerance, flops, **kw) -> Op:
     """A row-wise op over N x K (softmax_rows, layer_norm, rms_norm): one input, an output like it,
-    one read and one write of the rows, the row shapes and size checks; `kw` gives the rest."""
-    return Op(name=name, title=title, source=source, shape_axes=("N", "K"),
-              default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES, make_inputs=one_input,
-              make_outputs=output_like_input, bytes_moved=read_write_bytes, footprint=read_write_footprint,
-              validate=validate_rows(name),
-              signature=Signature(name, [Arg("x", "N x K")], rows_of(name)),
-              shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES}, test_shapes=ROW_TEST_SHAPES, **kw)
+    one read and one write of the rows, the row shapes, size checks, block and fuzz caps; `kw` gives
+    the rest (variants, templates, params, notes)."""
+    return Op(name=name, title=title, source=source, block=ROW_BLOCK, shape_axes=("N", "K"),
+              default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
+              shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
+              data=Data(make_inputs=one_input, make_outputs=output_like_input, reference=reference,
+                        torch_impl=torch_impl, tolerance=tolerance, validate=validate_rows(name)),
+              cost=Cost(bytes_moved=read_write_bytes, footprint=read_write_footprint, flops=flops),
+              call=Call(signature=Signature(name, [Arg("x", "N x K")], rows_of(name))),
+              testing=Testing(shapes=ROW_TEST_SHAPES, fuzz_caps=ROW_FUZZ_CAPS), **kw)

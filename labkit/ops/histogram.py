@@ -1,14 +1,17 @@
 """Histogram of int32 values into int32 counts (CATALOG §4, seed 002)."""
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc
 from .families import Arg, Signature, count_param
 
 VARIANTS = [
-    V("i32", "i32", 1, 4, "seed: one element per thread, one global atomicAdd each"),
-    V("i32x4", "i32", 4, 16, "seed vec4: one int4 (128-bit) load per thread, four global atomics"),
-    V("i32x4_smem", "i32", 4, 16, "privatized: grid-stride int4 loads into shared per-warp copies, one global "
-      "atomic per bin per block", launch="launch_histogram_smem", kernel="histogram_smem_kernel<4, 16, 1024>"),
+    V("i32", "i32", width=1, access=4, note="seed: one element per thread, one global atomicAdd each"),
+    V("i32x4", "i32", width=4, access=16, note="seed vec4: one int4 (128-bit) load per thread, four global atomics"),
+    V("i32x4_smem", "i32", width=4, access=16, launch="launch_histogram_smem", kernel="histogram_smem_kernel<4, 16, 1024>",
+      note="privatized: grid-stride int4 loads into shared per-warp copies, one global atomic per bin per block"),
+    V("i32x4_sm", "i32", width=4, access=16, launch="launch_histogram_sm<{unroll}, {smem_kb}>",
+      kernel="histogram_sm_kernel<{unroll}>", note="one 1024-thread block per SM, 8 int4 loads in flight, "
+      "lane-interleaved shared copies (any bins up to ~56 K), flush once per SM from its own bin"),
 ]
 
 # (N, bins): 2^26 int32 = 256 MiB read; 16 bins shows atomic contention, 4096 the flush cost
@@ -62,25 +65,27 @@ OPS = [Op(
     name="histogram",
     title="Histogram (int32)",
     source="histogram.cu",
+    block=Block({"i32": 256, "i32x4": 256, "i32x4_smem": 1024, "i32x4_sm": 1024},
+                evidence=("constexpr int kThreads = 256;", "constexpr int kSmemThreads = 1024;",
+                          "constexpr int kSmThreads = 1024;")),
     launch="launch_histogram<{width}, {access}>",
     kernel="histogram_kernel<{width}, {access}>",
+    # i32x4_sm: int4 loads per thread per round, and KiB of shared memory its copies may take
+    axes={"unroll": (8, (4, 8)), "smem_kb": (96, (32, 64, 96, 128, 192))},
     variants=VARIANTS,
     shape_axes=("N", "bins"),
     default_shapes=SHAPES,
-    make_inputs=_inputs,
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 4 * shape[0] + 4 * shape[1],
-    footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[1]),
-    validate=_validate,
-    signature=Signature("histogram", [Arg("x", dtype="i32")], _relate),
-    call_params=("bins",),
     shape_presets={"large": [s for s in SHAPES if s[0] >= 1 << 26]},
-    test_shapes=[(1, 1), (7, 3), (1023, 256), ((1 << 20) + 3, 1000), ((1 << 20) + 3, 20000), (5, 12288)],
-    vector_stores=False,
+    data=Data(make_inputs=_inputs, make_outputs=_outputs, reference=_reference, torch_impl=_torch, validate=_validate),
+    cost=Cost(bytes_moved=lambda shape, dtype: 4 * shape[0] + 4 * shape[1],
+              footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[1])),
+    call=Call(signature=Signature("histogram", [Arg("x", dtype="i32")], _relate), keywords=("bins",)),
+    # bins > 12288 reach the fallback of i32x4_smem
+    testing=Testing(shapes=[(1, 1), (7, 3), (1023, 256), ((1 << 20) + 3, 1000), ((1 << 20) + 3, 20000), (5, 12288)],
+                    fuzz_caps=(1 << 20, 20000), vector_stores=False),
     notes="Counts of x (int32 in [0, bins)) compared exactly with torch.bincount. i32x4_smem (1024 threads, "
           "two blocks per SM) keeps as many shared copies of the histogram per block as fit in 32 KiB, up to "
-          "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'). The torch row is index_add_ of ones (graph-capturable); "
-          "torch.bincount syncs the host.",
+          "one per warp, and runs i32x4 instead when bins > 12288 (path 'fallback'); i32x4_sm (one 1024-thread "
+          "block per SM) takes up to ~56 K bins in opted-in shared memory. The torch row is index_add_ of ones "
+          "(graph-capturable); torch.bincount syncs the host.",
 )]

@@ -15,14 +15,16 @@ def _variants(rms: str, f16_packs: int) -> list:
     what = "sum-of-squares" if rms == "true" else "statistics"
     reg = "norm_rows_reg<{rms}, {ctype}, {width}, %d, false>"
     return [
-        V("f32", "f32", 1, 4, f"baseline: block per row, {what} pass then normalize pass",
+        V("f32", "f32", width=1, access=4, note=f"baseline: block per row, {what} pass then normalize pass",
           kernel="norm_rows_stream<{rms}, {ctype}, 1>"),
-        V("f32x4", "f32", 4, 16, "row in registers (warp per row for K <= 1024, else block; shared memory for "
-          "K > 16384), float4, one read + one write", kernel=reg % 8),
-        V("f16", "f16", 1, 2, f"baseline in half: block per row, {what} pass then normalize pass",
+        V("f32x4", "f32", width=4, access=16, kernel=reg % 8,
+          note="row in registers (warp per row for K <= 1024, else block; shared memory for K > 16384), float4, "
+               "one read + one write"),
+        V("f16", "f16", width=1, access=2, note=f"baseline in half: block per row, {what} pass then normalize pass",
           kernel="norm_rows_stream<{rms}, {ctype}, 1>"),
-        V("f16x8", "f16", 8, 16, "row in registers as f32 (shared memory for K > %d), 8 halves per 128-bit access, "
-          "one read + one write" % (8192 if rms == "false" else 16384), kernel=reg % f16_packs),
+        V("f16x8", "f16", width=8, access=16, kernel=reg % f16_packs,
+          note="row in registers as f32 (shared memory for K > %d), 8 halves per 128-bit access, "
+               "one read + one write" % (8192 if rms == "false" else 16384)),
     ]
 
 
@@ -51,7 +53,7 @@ _BOTH = dict(launch=_LAUNCH, shape_kernels=("norm_rows_smem", "norm_rows_stream"
 _ln_TOL = {"f32": (1e-5, 1e-5), "f16": (1e-3, 1e-5)}
 
 LAYER_NORM = row_op(
-    "layer_norm", "Layer norm (row-wise)", "norm.cu",
+    "layer_norm", title="Layer norm (row-wise)", source="norm.cu",
     **_BOTH,
     args={"rms": "false"},
     variants=_variants("false", 2),
@@ -82,7 +84,7 @@ def _rms_torch(inputs, outputs, shape, dtype):
 _rms_TOL = {"f32": (1e-5, 1e-6), "f16": (1e-3, 1e-5)}
 
 RMS_NORM = row_op(
-    "rms_norm", "RMS norm (row-wise)", "norm.cu",
+    "rms_norm", title="RMS norm (row-wise)", source="norm.cu",
     **_BOTH,
     args={"rms": "true"},
     variants=_variants("true", 4),

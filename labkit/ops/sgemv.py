@@ -2,18 +2,19 @@
 import math
 
 from ..errors import ConfigError
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc, randn
 from .families import INT_MAX, Arg, Signature
 from .sgemm import accumulation_tolerance
 
 VARIANTS = [
-    V("k32", "f32", 1, 4, "one warp per row, one float per lane per step", lanes=32, rows=1),
-    V("k128", "f32", 4, 16, "one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)",
-      lanes=32, rows=1),
-    V("k16", "f32", 1, 4, "two rows per warp (16 lanes each): for small K", lanes=16, rows=1),
-    V("k16x4", "f32", 4, 16, "eight rows per warp, 4 lanes x float4 per row (512-byte warp loads at K = 16), "
-      "4 rows per lane group: 4 loads in flight per lane", lanes=4, rows=4),
+    V("k32", "f32", width=1, access=4, note="one warp per row, one float per lane per step", lanes=32, rows=1),
+    V("k128", "f32", width=4, access=16, lanes=32, rows=1,
+      note="one warp per row, one float4 per lane per step (K % 4 == 0 and aligned, else k32 runs)"),
+    V("k16", "f32", width=1, access=4, note="two rows per warp (16 lanes each): for small K", lanes=16, rows=1),
+    V("k16x4", "f32", width=4, access=16, lanes=4, rows=4,
+      note="eight rows per warp, 4 lanes x float4 per row (512-byte warp loads at K = 16), "
+           "4 rows per lane group: 4 loads in flight per lane"),
 ]
 
 # Memory-bound: A is read once, >= 256 MiB so that neither L2 nor launch overhead shows.
@@ -72,25 +73,22 @@ OPS = [Op(
     name="sgemv",
     title="Matrix-vector product (f32)",
     source="sgemv.cu",
+    block=Block(256, evidence="constexpr int SGEMV_THREADS = 256;"),
     launch="run_sgemv<{lanes}, {width}, {rows}>",
     kernel="sgemv_kernel<{lanes}, {width}, {rows}>",
+    inline_launcher=INLINE_LAUNCHER,
     variants=VARIANTS,
     shape_axes=("M", "K"),
     default_shapes=SHAPES,
-    make_inputs=_inputs,
-    make_outputs=_outputs,
-    reference=_reference,
-    torch_impl=_torch,
-    bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[1] + shape[1] + shape[0]),
-    footprint=lambda shape, dtype: (4 * (shape[0] * shape[1] + shape[1]), 4 * shape[0]),
-    flops=lambda shape, dtype: 2 * shape[0] * shape[1],
-    tolerance=accumulation_tolerance,  # K = shape[-1], as for sgemm
     shape_presets={"large": SHAPES, "square": [(s, s) for s in (8192, 16384)], "small-K": [(1 << 22, 16), (1 << 21, 32)]},
-    test_shapes=[(1, 1), (3, 7), (5, 1023), (33, 4097), (9, 132), (17, 4)],
-    vector_stores=False,  # one float of y per row
-    validate=_validate,
-    signature=Signature("sgemv", [Arg("A", "M x K"), Arg("x", "K")], _relate),
-    inline_launcher=INLINE_LAUNCHER,
+    data=Data(make_inputs=_inputs, make_outputs=_outputs, reference=_reference, torch_impl=_torch,
+              tolerance=accumulation_tolerance, validate=_validate),  # K = shape[-1], as for sgemm
+    cost=Cost(bytes_moved=lambda shape, dtype: 4 * (shape[0] * shape[1] + shape[1] + shape[0]),
+              footprint=lambda shape, dtype: (4 * (shape[0] * shape[1] + shape[1]), 4 * shape[0]),
+              flops=lambda shape, dtype: 2 * shape[0] * shape[1]),
+    call=Call(signature=Signature("sgemv", [Arg("A", "M x K"), Arg("x", "K")], _relate)),
+    testing=Testing(shapes=[(1, 1), (3, 7), (5, 1023), (33, 4097), (9, 132), (17, 4)], fuzz_caps=(3000, 1 << 14),
+                    vector_stores=False),  # one float of y per row
     notes="Memory-bound: compare GB/s with the copy peak. k128 runs its float4 path only when K % 4 == 0 and "
           "A, x are 16-byte aligned (offset views run k32: path 'fallback'). k16 suits K <= 16.",
 )]

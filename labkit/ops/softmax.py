@@ -3,15 +3,17 @@
   is a race; kernels/softmax.cu uses two kernels: per-block (max, sum) pairs, then a merge +
   normalize pass. The pairs live in a scratch output tensor made here (no allocation in the launcher).
 * softmax_rows: row-wise over N x K (along K, as models use it); f16/bf16 storage."""
-from ..spec import V, Op
+from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc, randn
 from .families import Arg, Signature, row_op, shape_of
 
 SCRATCH_PAIRS = 4096  # most blocks the launcher may use (it also caps at one wave of the GPU)
 
 VECTOR_VARIANTS = [
-    V("f32", "f32", 1, 4, "two kernels (block (max, sum) pairs, merge + normalize), one float per thread step"),
-    V("f32x4", "f32", 4, 16, "as f32 with float4 (128-bit) accesses, scalar head/tail for any n and offset"),
+    V("f32", "f32", width=1, access=4,
+      note="two kernels (block (max, sum) pairs, merge + normalize), one float per thread step"),
+    V("f32x4", "f32", width=4, access=16,
+      note="as f32 with float4 (128-bit) accesses, scalar head/tail for any n and offset"),
 ]
 
 SIZES = [(1 << p,) for p in (20, 22, 24, 26)]
@@ -37,26 +39,25 @@ SOFTMAX = Op(
     name="softmax",
     title="Softmax over a whole vector",
     source="softmax.cu",
+    block=Block(256, evidence="constexpr int SM_THREADS = 256;"),
     launch="launch_softmax<{ctype}, {width}, {access}>",
     kernel="softmax_normalize<{ctype}, {width}, {access}>",
     variants=VECTOR_VARIANTS,
     shape_axes=("n",),
     default_shapes=SIZES,
-    make_inputs=lambda shape, dtype, gen, offset=0: [randn(shape, dtype, gen, offset)],
-    make_outputs=_vec_outputs,
-    reference=_vec_reference,
-    torch_impl=_vec_torch,
+    shape_presets={"large": SIZES, "small": [(1 << p,) for p in (10, 14, 18)]},
+    data=Data(make_inputs=lambda shape, dtype, gen, offset=0: [randn(shape, dtype, gen, offset)],
+              make_outputs=_vec_outputs, reference=_vec_reference, torch_impl=_vec_torch,
+              # __expf is ~2 + 1.2|x - max| ulp: far inside 1e-5 for the outputs above atol
+              tolerance=lambda shape, dtype: (1e-5, 1e-8)),
     # x is read twice (statistics, then normalize: no single pass exists once n outgrows the
     # chip) and y written once
-    bytes_moved=lambda shape, dtype: 3 * shape[0] * 4,
-    footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[0]),  # x read once from DRAM, once more (from L2 or not)
-    flops=lambda shape, dtype: 5 * shape[0],
-    # __expf is ~2 + 1.2|x - max| ulp: far inside 1e-5 for the outputs above atol
-    tolerance=lambda shape, dtype: (1e-5, 1e-8),
-    shape_presets={"large": SIZES, "small": [(1 << p,) for p in (10, 14, 18)]},
-    test_shapes=[(1,), (7,), (1023,), (4096,), ((1 << 20) + 3,), (5_000_001,)],
-    signature=Signature("softmax", [Arg("x", "n")], shape_of),  # rows: softmax_rows
-    outputs_of_call=1,  # y; the per-block pairs are scratch
+    cost=Cost(bytes_moved=lambda shape, dtype: 3 * shape[0] * 4,
+              footprint=lambda shape, dtype: (4 * shape[0], 4 * shape[0]),  # x read once from DRAM, once more (L2 or not)
+              flops=lambda shape, dtype: 5 * shape[0]),
+    call=Call(signature=Signature("softmax", [Arg("x", "n")], shape_of),  # rows: softmax_rows
+              outputs=1),  # y; the per-block pairs are scratch
+    testing=Testing(shapes=[(1,), (7,), (1023,), (4096,), ((1 << 20) + 3,), (5_000_001,)], fuzz_caps=(1 << 21,)),
     notes="bytes_moved counts x twice (two passes) and y once. torch.softmax(x, 0) on one long row runs a "
           "single block, so it is far slower than a grid-wide version.",
 )
@@ -64,15 +65,19 @@ SOFTMAX = Op(
 
 _ONLINE, _REG = "softmax_rows_online<{ctype}, 1>", "softmax_rows_reg<{ctype}, {width}, 4, false>"
 ROW_VARIANTS = [
-    V("f32", "f32", 1, 4, "baseline: block per row, online (max, sum) pass then normalize pass", kernel=_ONLINE),
-    V("f32x4", "f32", 4, 16, "row in registers (warp per row for K <= 512, else block; shared memory for K > 16384), "
-      "float4, one read + one write", kernel=_REG),
-    V("f16", "f16", 1, 2, "baseline in half: block per row, online pass then normalize pass", kernel=_ONLINE),
-    V("f16x8", "f16", 8, 16, "row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, "
-      "one read + one write", kernel=_REG),
-    V("bf16", "bf16", 1, 2, "baseline in bfloat16: block per row, online pass then normalize pass", kernel=_ONLINE),
-    V("bf16x8", "bf16", 8, 16, "row in registers as f32 (shared memory for K > 8192), 8 bfloat16 per 128-bit "
-      "access, one read + one write", kernel=_REG),
+    V("f32", "f32", width=1, access=4, kernel=_ONLINE,
+      note="baseline: block per row, online (max, sum) pass then normalize pass"),
+    V("f32x4", "f32", width=4, access=16, kernel=_REG,
+      note="row in registers (warp per row for K <= 512, else block; shared memory for K > 16384), "
+           "float4, one read + one write"),
+    V("f16", "f16", width=1, access=2, kernel=_ONLINE,
+      note="baseline in half: block per row, online pass then normalize pass"),
+    V("f16x8", "f16", width=8, access=16, kernel=_REG,
+      note="row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, one read + one write"),
+    V("bf16", "bf16", width=1, access=2, kernel=_ONLINE,
+      note="baseline in bfloat16: block per row, online pass then normalize pass"),
+    V("bf16x8", "bf16", width=8, access=16, kernel=_REG,
+      note="row in registers as f32 (shared memory for K > 8192), 8 bfloat16 per 128-bit access, one read + one write"),
 ]
 
 
@@ -90,7 +95,7 @@ def _rows_torch(inputs, outputs, shape, dtype):
 _rows_TOL = {"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5), "bf16": (8e-3, 1e-5)}
 
 SOFTMAX_ROWS = row_op(
-    "softmax_rows", "Row-wise softmax", "softmax.cu",
+    "softmax_rows", title="Row-wise softmax", source="softmax.cu",
     launch="launch_softmax_rows<{ctype}, {width}, {floats}, {threads}>",
     # tuning axes of the vector variants (0 = the measured default per dtype, kernels/softmax.cu):
     # row values held per thread, and the most threads a block-per-row kernel takes

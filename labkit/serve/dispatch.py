@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import ConfigError, LabkitError
 from ..remote import INBOX, PLACES, REPLY, decode
+from ..workers import failure_row
 from .queue import FairQueue, Request
 
 PUBLISH_S = 0.5   # places and expected waits are published at most this often
@@ -148,8 +149,6 @@ class Dispatcher:
 
     # ---- inline kernels are built before they queue --------------------------------------------------------
     def _build(self, req: Request) -> None:
-        from ..workers import failure_row
-
         t0, failed = time.monotonic(), {}
         for cfg in req.configs:
             if cfg.variant.is_inline and cfg.variant not in failed:
@@ -208,8 +207,6 @@ class Dispatcher:
                 threading.Thread(target=self._serve, args=(req,), name=f"labkit-request-{req.id}", daemon=True).start()
 
     def _serve(self, req: Request) -> None:
-        from ..workers import failure_row
-
         def send(row):
             row = dict(row, **req.fields())
             self._send(req.reply, {"kind": "row", "request": req.id, "row": row})

@@ -21,6 +21,9 @@ import os
 import pkgutil
 import time
 
+from .. import device
+from ..device import slowdowns
+
 MAX_TEMP_C = 80.0
 WAIT_S = 10.0
 POLL_S = 0.5
@@ -30,15 +33,11 @@ class NvmlProbe:
     """Readings of this process's GPU; `read()` is None where NVML cannot see it (`why` says why)."""
 
     def __init__(self):
-        from ..device import nvml, nvml_handle
-
-        self.nv = nvml()
-        self.h = nvml_handle() if self.nv is not None else None
+        self.nv = device.nvml()
+        self.h = device.nvml_handle() if self.nv is not None else None
         self.why = "no NVML (no driver or no nvidia-ml-py)" if self.nv is None else "no NVML handle for this GPU"
 
     def read(self) -> dict | None:
-        from ..device import slowdowns
-
         if self.h is None:
             return None
         nv, h = self.nv, self.h

@@ -4,11 +4,22 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
+import threading
+import time
 
+from .. import build, device, launch
+from ..cluster import DaskExecutor
+from ..cluster_procs import LocalProcesses
+from ..device import resolve_gpus
 from ..errors import ConfigError
+from ..registry import family_exports, ops
 from ..remote import INFO, TOKEN_ENV, security
+from . import web
+from .board import Board
+from .dispatch import Dispatcher
 from .guard import MAX_TEMP_C, WAIT_S
 
 REQUEST_BUDGET_S = 2.0  # seconds of sampling per request, split over its timed configurations
@@ -18,11 +29,9 @@ def target_arch(gpus) -> str | None:
     """The compute capability the box's workers build for ($LABKIT_ARCH, else the GPUs' own when they
     all share one; None: the workers build for themselves), read from NVML without a CUDA context (a
     context in this process would show as another process on GPU 0)."""
-    from ..device import nvml
-
     if os.environ.get("LABKIT_ARCH"):
         return os.environ["LABKIT_ARCH"]
-    nv = nvml()
+    nv = device.nvml()
     if nv is None:
         return None
     ccs = {"%d%d" % nv.nvmlDeviceGetCudaComputeCapability(nv.nvmlDeviceGetHandleByUUID(g["uuid"])) for g in gpus}
@@ -38,13 +47,6 @@ class Server:
                  guard_wait_s: float = WAIT_S, request_budget_s: float = REQUEST_BUDGET_S, advertise: str | None = None):
         from distributed import Variable
         from distributed.comm import get_address_host_port
-
-        from ..cluster import DaskExecutor
-        from ..cluster_procs import LocalProcesses
-        from ..device import resolve_gpus
-        from . import web
-        from .board import Board
-        from .dispatch import Dispatcher
 
         if not request_budget_s > 0 or not guard_wait_s >= 0:
             raise ConfigError(f"--request-budget must be > 0 and --guard-wait >= 0 seconds, got {request_budget_s} "
@@ -86,22 +88,15 @@ class Server:
 
 def _builder(arch: str):
     def build(cfg):
-        from ..launch import library_for
-
-        library_for(cfg.spec, cfg.variant, cfg.axes, arch)
+        launch.library_for(cfg.spec, cfg.variant, cfg.axes, arch)
     return build
 
 
 def _prebuild(arch: str) -> None:
     """The shipped catalog built once for the box, in the background: the first requests find it."""
-    import threading
-
-    from ..build import build_all
-    from ..registry import family_exports, ops
-
     def run():
         try:
-            build_all({o.source: family_exports(o.source) for o in ops().values()}, arch)
+            build.build_all({o.source: family_exports(o.source) for o in ops().values()}, arch)
         except Exception as e:  # noqa: BLE001 - each worker then builds what it needs, and reports a failure
             print(f"labkit serve: prebuilding the catalog failed ({type(e).__name__}: {e}); the workers build on demand",
                   file=sys.stderr)
@@ -128,9 +123,6 @@ def add_serve_parser(sub) -> None:
 
 
 def cmd_serve(a) -> int:
-    import signal
-    import time
-
     token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(18)
     s = Server(token, a.host, a.port, a.board_port, a.gpus, a.cpu_workers, a.runner, a.max_temp, a.guard_wait,
                a.request_budget, a.advertise)

@@ -1,0 +1,58 @@
+// Grid-wide helpers of the one-pass reductions (reduce.cu, dot.cu, histogram.cu): a grid the GPU
+// holds at once, counted from the kernel's own occupancy, and a finish without a second kernel.
+#pragma once
+#include "labkit.cuh"
+
+// Blocks of KERNEL resident on the whole GPU at once: SMs x blocks per SM that its registers and
+// static shared memory allow. resident_blocks() counts threads only: a 40-register kernel of
+// 256-thread blocks fits 6 per SM, not 8, and the other 2 x 132 blocks ran as a second, 25 %-full
+// wave (reduce_sum bf16x8_pack 85.6 % of the H200's copy peak, f16x8_pack at 32 registers 88.7 %).
+// Looked up once per device and kernel.
+template <auto KERNEL>
+static inline int lk_resident_grid(int threads) {
+  static int per_sm[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return lk_sm_count();
+  if (!per_sm[dev] && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm[dev], KERNEL, threads, 0) != cudaSuccess)
+    per_sm[dev] = 1;
+  return lk_sm_count() * (per_sm[dev] > 0 ? per_sm[dev] : 1);
+}
+
+// Where the one-pass reductions leave the blocks' partial sums and count the blocks that are done:
+// device memory of the module, zero when it loads (no allocation, no memset per launch: the
+// outputs labkit.call allocates on a repeat are not zeroed). Every launch leaves its ticket at 0
+// again. A launch takes the slot of its stream (lk_grid_slot), so launches on concurrent streams
+// do not share a ticket unless their streams hash alike (16 slots).
+constexpr int LK_GRID_SLOTS = 16;
+constexpr int LK_GRID_BLOCKS = 2048;  // most blocks of a one-pass grid
+__device__ float lk_grid_part[LK_GRID_SLOTS][LK_GRID_BLOCKS];
+__device__ unsigned lk_grid_ticket[LK_GRID_SLOTS];
+
+static inline int lk_grid_slot(cudaStream_t stream) {
+  return int((uint64_t(reinterpret_cast<uintptr_t>(stream)) * 0x9E3779B97F4A7C15ull) >> 60);  // 16 slots
+}
+
+// Called by every thread of every block with the block's sum (block_reduce_sum's result). Each
+// block leaves its sum in its slot's part[blockIdx.x]; the block that takes the last ticket adds
+// them in block order (the same total on every run, unlike float atomics) and returns true, with
+// the total in every thread. atomicInc wraps the ticket to 0 at the last block: ready for the next
+// launch. The fence orders a block's partial before its ticket; the last block reads the partials
+// from L2 (__ldcg), where the other SMs' writes are.
+template <int THREADS>
+__device__ __forceinline__ bool lk_last_block_sum(float block_sum, int slot, float* scratch, float& total) {
+  __shared__ bool last;
+  float* part = lk_grid_part[slot];
+  if (threadIdx.x == 0) {
+    part[blockIdx.x] = block_sum;
+    __threadfence();
+    last = atomicInc(&lk_grid_ticket[slot], gridDim.x - 1) == gridDim.x - 1;
+    __threadfence();
+  }
+  __syncthreads();
+  if (!last) return false;
+  float s = 0.f;
+  for (int i = threadIdx.x; i < int(gridDim.x); i += THREADS) s += __ldcg(part + i);
+  total = block_reduce_sum<THREADS>(s, scratch);
+  return true;
+}
+
