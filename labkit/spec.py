@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 from . import dtypes
 from .errors import ConfigError
+from .schema import variant_label
 from .shapes import parse_size, split_shape
 
 Shape = tuple
@@ -292,7 +293,7 @@ class Op:
         if self.axis_rule and out:  # values at their defaults change nothing: every variant takes them
             why = self.axis_rule(v, {**{k: d for k, (d, _) in self.axes.items()}, **dict(items)})
             if why:
-                raise ConfigError(f"{self.name} {v.name}[{','.join(f'{k}={x}' for k, x in items)}]: {why}")
+                raise ConfigError(f"{self.name} {variant_label(v.name, items)}: {why}")
         return tuple(sorted(out))
 
     def axis_grid(self, axes) -> list:
