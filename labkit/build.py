@@ -259,6 +259,10 @@ def _build(name, key, sources, flags, build_dir: Path, verbose: bool) -> Path:
         if (build_dir / "ok").exists():  # another process built it while we waited
             return so
         try:
+            # cpp_extension renames a module it built before in this process from other sources or
+            # another folder `<name>_v1` (its in-process versioning): the same library built in two
+            # caches (a test's own LABKIT_CACHE) then left no `<name>.so`. The key names each build.
+            cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(mod, None)
             with _bounded(cpp_extension):
                 cpp_extension.load(name=mod, sources=[str(s) for s in sources], extra_cuda_cflags=flags,
                                    extra_include_paths=[str(KERNELS_DIR)], build_directory=str(build_dir),

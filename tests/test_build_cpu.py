@@ -81,10 +81,18 @@ class FakeExtension:
     _run_ninja_build = None  # build swaps it for its bounded ninja step during load()
 
     def __init__(self, broken=0):
-        self.loads, self.broken = 0, broken
+        from torch.utils._cpp_extension_versioner import ExtensionVersioner
 
-    def load(self, name, build_directory, **kw):
+        self.loads, self.broken = 0, broken
+        self.JIT_EXTENSION_VERSIONER = ExtensionVersioner()  # cpp_extension's, as its load() uses it
+
+    def load(self, name, build_directory, sources, **kw):
         self.loads += 1
+        version = self.JIT_EXTENSION_VERSIONER.bump_version_if_changed(
+            name, sources, build_arguments=[], build_directory=build_directory, with_cuda=True, with_sycl=False,
+            is_python_module=False, is_standalone=False)
+        if version > 0:  # what cpp_extension does to a module it built before from other sources or folder
+            name = f"{name}_v{version}"
         so = os.path.join(build_directory, f"{name}.so")
         if self.broken:
             self.broken -= 1
@@ -242,3 +250,16 @@ def test_inline_sources_are_written_whole_while_others_read_them(tmp_path, monke
     for t in readers:
         t.join()
     assert seen == {len(text)}
+
+
+def test_one_library_built_in_two_caches_in_one_process_loads_from_both(fake_build, tmp_path, monkeypatch):
+    """cpp_extension renames a module it built before in this process from another folder `<name>_v1`:
+    labkit names the build by its key and must find `<name>.so` in each cache (the tile tests of
+    sgemm, each worker with its own cache and a test with another, failed so on the GPU)."""
+    src, ext = fake_build
+    first = build.build_library("k", [src], "90")
+    build._libraries.clear()
+    monkeypatch.setenv("LABKIT_CACHE", str(tmp_path / "other-cache"))
+    second = build.build_library("k", [src], "90")
+    assert first.path != second.path and first.path.name == second.path.name
+    assert second.handle().lk_probe() == 7 and ext.loads == 2
