@@ -254,7 +254,10 @@ def test_a_signalled_parent_leaves_no_worker(tmp_path, sig):
 
     script = tmp_path / "hung.py"
     script.write_text(HUNG.format(tests=str(__import__("pathlib").Path(__file__).parent)))
-    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    # the signals at their defaults in the parent, as in a terminal: a run under nohup (SIGHUP ignored)
+    # would hand the ignore down, and an ignored SIGHUP rightly ends nothing
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
     line = parent.stdout.readline()
     assert line.startswith("WORKER"), line
     pid = int(line.split()[1])
