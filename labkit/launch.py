@@ -50,8 +50,6 @@ def pack(tensors, ints=(), floats=()) -> LkArgs:
         raise ConfigError(f"a launcher takes at most {LK_MAX_TENSORS} tensors, got {len(tensors)}")
     if len(ints) > LK_MAX_PARAMS or len(floats) > LK_MAX_PARAMS:
         raise ConfigError(f"a launcher takes at most {LK_MAX_PARAMS} int and {LK_MAX_PARAMS} float parameters")
-    a = LkArgs()
-    a.nt = len(tensors)
     for k, t in enumerate(tensors):
         if not t.is_cuda:
             raise ConfigError(f"tensor {k} is on {t.device}; labkit kernels need CUDA tensors (t.cuda())")
@@ -59,6 +57,14 @@ def pack(tensors, ints=(), floats=()) -> LkArgs:
             raise ConfigError(f"tensor {k} is not contiguous (strides {tuple(t.stride())}); pass t.contiguous()")
         if t.dim() > LK_MAX_DIMS:
             raise ConfigError(f"tensor {k} has {t.dim()} dims; labkit launchers take at most {LK_MAX_DIMS}")
+    return fill(tensors, ints, floats)
+
+
+def fill(tensors, ints=(), floats=()) -> LkArgs:
+    """The lk_args of checked tensors (pack's checks passed), ints and floats."""
+    a = LkArgs()
+    a.nt = len(tensors)
+    for k, t in enumerate(tensors):
         d = a.t[k]
         d.data, d.numel, d.ndim, d.itemsize = t.data_ptr(), t.numel(), t.dim(), t.element_size()
         for j, s in enumerate(t.shape):

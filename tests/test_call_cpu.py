@@ -15,7 +15,7 @@ import torch
 import labkit
 from labkit import calls
 from labkit.errors import ConfigError, LaunchError
-from labkit.launch import LkArgs, LkTensor
+from labkit.launch import LkArgs, LkTensor, fill
 from labkit.paths import KERNELS_DIR
 
 RECORDER = r"""
@@ -75,17 +75,7 @@ class FakeLauncher:
 
     def prepare(self, tensors, ints=(), floats=()):
         self.prepared += 1
-        a = LkArgs()
-        a.nt = len(tensors)
-        for k, t in enumerate(tensors):  # labkit.launch.pack without its CUDA check
-            d = a.t[k]
-            d.data, d.numel, d.ndim, d.itemsize = t.data_ptr(), t.numel(), t.dim(), t.element_size()
-            for j, s in enumerate(t.shape):
-                d.size[j] = s
-        for j, v in enumerate(ints):
-            a.i[j] = int(v)
-        for j, v in enumerate(floats):
-            a.f[j] = float(v)
+        a = fill(tensors, ints, floats)  # labkit.launch.pack without its CUDA check
 
         class Launch:
             args = a
