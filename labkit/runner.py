@@ -3,9 +3,10 @@
 Every timed run is checked first: outputs poisoned (NaN / complement), one run, every element
 compared with a float64 reference. A variant that fails is recorded as failed, never timed. After
 timing, the output of the last timed launch is compared with the reference again, so a kernel
-that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two times of the
-same launches: `time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI records of
-those launches, what Nsight reports; labkit.cupti).
+that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two clocks:
+`time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI records of the row's first
+groups, what Nsight reports, beside those launches' own event time `cupti_event_us`; labkit.cupti,
+labkit.timing: time_us's samples follow with CUPTI off, which costs 0.1-0.2 µs a launch).
 """
 from __future__ import annotations
 

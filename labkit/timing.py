@@ -15,8 +15,11 @@ event, on any host. The spin has a timeout; a group whose blocking kernel timed 
 If the blocking kernel cannot be used, a fixed spin (`torch.cuda._sleep`) stands in and the rows
 say `blocking: "spin"`: trust them only where the kernel outlasts the host's enqueue.
 
-With `kernels`, the timed loop runs under CUPTI (labkit.cupti) and every sample also gets its own
-kernels' durations, what Nsight reports. Sampling stops by the StopRule (noise target, sample cap,
+With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each of those samples
+gets its own kernels' durations (what Nsight reports) beside its own event time. The row's event
+samples come after, with CUPTI off: CUPTI's record of each kernel costs 0.1-0.2 µs a launch inside
+the events (H100 probe, issue 22: add f16 2048² cold-dirty 13.76 -> 13.95 µs, nvbench 13.54), which
+would be 1-10 % of a small kernel's time. Sampling stops by the StopRule (noise target, sample cap,
 time budget); the reason is recorded.
 """
 from __future__ import annotations
@@ -41,6 +44,7 @@ from .ranges import nvtx_range
 from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
+CUPTI_GROUPS = 2             # groups recorded under CUPTI before the event samples (32 cold, 8 graph samples)
 _flush_buf: dict = {}
 
 
@@ -57,7 +61,7 @@ class Measurement:
     sm_clock_mhz: int | None
     throttled: bool
     energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
-    kernels: dict | None = None  # the same samples' kernels from CUPTI (labkit.cupti.per_launch)
+    kernels: dict | None = None  # the CUPTI samples' kernels and events (labkit.cupti.per_launch)
     sets: int = 1                # buffer sets the launches cycled through
 
 
@@ -319,14 +323,35 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
+class _Groups:
+    """A stop rule of a fixed number of samples (the CUPTI phase)."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def reason(self, samples, wall_s) -> str | None:
+        return "cupti" if len(samples) >= self.n else None
+
+
+def _cupti_phase(before, body, state, batch) -> dict:
+    """CUPTI_GROUPS groups under CUPTI: their kernels (labkit.cupti.per_launch) and their own event
+    time per launch (`cupti_event_us`, CUPTI's cost included), or {'cupti': 'failed: ...'}."""
+    with Probe() as probe:
+        first = _run_samples(before, body, _Groups(CUPTI_GROUPS * state.group), state.group, probe)
+    per = [x / batch for x in first.samples]
+    out = per_launch(probe, per, first.kept, batch, state.graph)
+    if "kernel_us" in out:
+        out["cupti_event_us"] = float(np.median(per)) * 1e6
+    return out
+
+
 def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    probe = Probe() if kernels and cupti_free() else None
+    cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()
-    with probe or contextlib.nullcontext():
-        loop = _run_samples(before, body, rule, state.group, probe)
+    loop = _run_samples(before, body, rule, state.group)
     samples = [x / batch for x in loop.samples]
     # clocks, temperature and throttling over the loop; its energy would count the idle time between
     # samples, so energy per launch comes from the launches back to back (energy.measure)
@@ -336,8 +361,7 @@ def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     if power and power.get("throttled"):
         thr1 = True
     return Measurement(summarize(samples), samples, loop.reason, state.name, method, batch, loop.blocking,
-                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns),
-                       kernels=per_launch(probe, samples, loop.kept, batch, state.graph) if probe else None)
+                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns), kernels=cupti)
 
 
 def estimate(fn) -> float:

@@ -111,3 +111,36 @@ def test_graph_samples_give_per_launch_kernel_time_and_overlap():
     assert k["kernel_us"] == pytest.approx(2.0) and k["kernels"] == 1
     assert k["overlap_us"] == pytest.approx((8.0 - 7.25) / 4)  # stated, not an error: kernel_us > time_us here
     assert k["cupti"] == "same-launch"
+
+
+def test_cupti_records_the_first_groups_and_time_us_comes_after_it(stream, monkeypatch):
+    """CUPTI's record of each kernel costs time inside the events: the row's event samples are the
+    ones after the CUPTI phase, and the CUPTI samples keep their own event time beside their kernels."""
+    on = [False]
+
+    class Recording(Probe):
+        def __enter__(self):
+            on[0], self.start = True, len(stream.records)
+            return self
+
+        def __exit__(self, *exc):
+            on[0], self.records = False, stream.records[self.start:]
+            return False
+
+    monkeypatch.setattr(timing, "Probe", lambda: Recording(stream))
+    monkeypatch.setattr(timing, "cupti_free", lambda: True)
+    monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
+    monkeypatch.setattr(timing, "flush", lambda kind: stream.launch("flush", 20_000))
+    phases = []
+
+    def body():
+        phases.append(on[0])
+        stream.launch("add_kernel", 4000 + (300 if on[0] else 0))  # CUPTI's cost per kernel
+
+    state = timing.cache_states.get("cold")
+    m = timing._measure([body], state, StopRule(max_samples=48, min_samples=48), 2e-3, None, True)
+    n_cupti = timing.CUPTI_GROUPS * state.group + state.group  # + the group the blocker discarded
+    assert phases == [True] * n_cupti + [False] * 48
+    assert m.kernels["cupti"] == "same-launch" and m.kernels["kernel_us"] == pytest.approx(4.3)
+    assert m.kernels["cupti_event_us"] == pytest.approx(4.8)  # its samples' own events: kernel <= event
+    assert len(m.samples_s) == 48 and m.summary.median * 1e6 == pytest.approx(4.5)  # CUPTI off
