@@ -21,7 +21,7 @@ class Sweep:
     variants: tuple | str = "all"        # variant names, or "all" (every variant; torch always runs)
     dtype: str | None = None
     shapes: tuple = ()                   # () = the op's default shapes
-    modes: tuple = ("cold",)
+    modes: tuple = ("cold", "rotating", "hot")  # issue 22: what a recording holds per configuration
     # tuning axes: a dict, every combination of its values (e.g. {"block": (128, 256, 512)}), or a
     # tuple of such dicts, the union of their combinations (value sets that are not a grid: sgemm's tiles)
     axes: dict | tuple = field(default_factory=dict)
@@ -59,13 +59,13 @@ SGEMM_TILES = (
 SGEMM_SHAPES = ((4096, 4096, 4096), (2048, 2048, 1024), (2500, 6000, 1792))  # issue 25's acceptance shapes
 
 SWEEPS = {s.name: s for s in [
-    Sweep(name="seed000", op="add", modes=("cold", "hot"),
+    Sweep(name="seed000", op="add",
           description="seed 000's table: every add variant + torch at S, K in {1024, 2048, 4096}"),
     Sweep(name="access-width", op="copy", description="seed 001's table: copy at 1/2/4/8/16-byte accesses, 1 MiB ... 4 GiB"),
     Sweep(name="copy-gs", op="copy_gs", description="seed 003: grid-stride int / int2 / int4 copies with a capped block count"),
     *zoo_sweeps(),
     Sweep(name="tune-add-block", op="add", variants=("f16x8", "f16x8_pack"), dtype="f16", shapes=((4096, 4096), (1024, 1024)),
-          modes=("cold",), axes={"block": (64, 128, 256, 512, 1024)},
+          axes={"block": (64, 128, 256, 512, 1024)},
           description="tuning axis: threads per block of add f16x8 / f16x8_pack"),
     Sweep(name="tune-softmax-rows", op="softmax_rows", variants=("f16x8",), dtype="f16",
           shapes=((16384, 4096), (4096, 16384)), axes={"floats": (8, 16, 32), "threads": (256, 512, 1024)},

@@ -222,7 +222,7 @@ def in_copy():
     # tables: its sweep, the recording's zoo stage, the zoo goal table, seed_table's unit, `labkit list`
     assert SWEEPS["gelu"].op == "gelu" and "gelu" in record.zoo()
     cfgs = SWEEPS["gelu"].configs()
-    assert {c.variant.name for c in cfgs} == {"torch", "f32", "f32x4"} and len(cfgs) == 3 * len(op.default_shapes)
+    assert {c.variant.name for c in cfgs} == {"torch", "f32", "f32x4"} and len(cfgs) == 3 * len(op.default_shapes) * len(SWEEPS["gelu"].modes)
     row = {"op": "gelu", "variant": "f32x4", "dtype": "f32", "shape": "8192x8192", "mode": "cold", "status": "ok",
            "time_us": 200.0, "kernel_us": 199.0, "gbps": 2684.0, "pct_peak": 93.0, "vs_torch": 0.9,
            "tflops": 3.0, "pct_fma": 5.0, "bytes": op.cost.bytes_moved((8192, 8192), "f32")}
