@@ -70,7 +70,8 @@ SWEEPS = {s.name: s for s in [
     Sweep(name="tune-softmax-rows", op="softmax_rows", variants=("f16x8",), dtype="f16",
           shapes=((16384, 4096), (4096, 16384)), axes={"floats": (8, 16, 32), "threads": (256, 512, 1024)},
           description="tuning axes: row values per thread x threads per row of softmax_rows f16x8"),
-    Sweep(name="tune-sgemm", op="sgemm", variants=("tuned",), shapes=SGEMM_SHAPES, axes=SGEMM_TILES,
+    # cold only: a compute-bound tile choice, and the zoo's sgemm sweep holds every state of the op
+    Sweep(name="tune-sgemm", op="sgemm", variants=("tuned",), shapes=SGEMM_SHAPES, axes=SGEMM_TILES, modes=("cold",),
           description="tuning axes: 21 tiles of sgemm tuned (block, warp and thread tile, stages, block order) "
           "and its shipped one at the issue-25 shapes; the best per GPU is shipped (labkit.ops.sgemm.GPU_DEFAULTS)"),
 ]}

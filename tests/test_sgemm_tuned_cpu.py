@@ -137,8 +137,7 @@ def test_tune_sgemm_sweeps_the_shipped_tile_and_21_others_at_the_issue_shapes():
     tiles = [sg.tile(t) for t in SGEMM_TILES[1:]]
     assert tiles[0] == sg.DEFAULT_TILE and len({tuple(t.values()) for t in tiles}) == len(tiles)  # no tile twice
     cfgs = s.configs()
-    assert s.modes == ("cold", "rotating", "hot")
-    assert len(cfgs) == 3 * 3 * (1 + len(SGEMM_TILES)) and sum(c.variant.is_torch for c in cfgs) == 3 * 3
+    assert len(cfgs) == 3 * (1 + len(SGEMM_TILES)) and sum(c.variant.is_torch for c in cfgs) == 3
     assert {c.variant_s for c in cfgs} >= {"torch", "tuned", "tuned[stages=3]", "tuned[bn=256,tn=16,wn=64]"}
 
 
