@@ -8,7 +8,8 @@ measurement classes are the model). A class declares
 * `rotate`: the launches cycle through buffer sets whose total is >= ROTATE_L2 x the L2 (`sets`);
 * `group`: samples enqueued per blocked group (labkit.timing);
 * `dram(reads, writes, l2_bytes, sets)`: the bytes that must cross DRAM inside the timed region per
-  launch, (read part, write part), from the op's footprint (labkit.guard turns it into a row's flag).
+  launch, (read part, write part), from the op's footprint (labkit.guard turns it into a row's flag);
+  `reads_dram()` follows from it: the inputs cross DRAM whatever the L2 size (a DRAM goal applies).
 
 `@register` puts a class into STATES, which the CLI's choices, Config validation, the explorer's
 buttons, the tables and the labs read: adding a state is a class here and nothing else.
@@ -48,6 +49,21 @@ def check(name: str) -> str:
     return get(name).name
 
 
+def ordered(modes) -> list:
+    """The distinct names in `modes` (e.g. the modes of recorded rows) in registration order, names not
+    registered after them, sorted: the order tables and the explorer show the states in."""
+    order = names()
+    return sorted(set(modes), key=lambda m: (order.index(m) if m in order else len(order), str(m)))
+
+
+def from_dram(modes=None) -> tuple:
+    """Of `modes` (default: every registered state), those whose inputs cross DRAM whatever the L2 size
+    (CacheState.reads_dram), in registration order: where a time can be judged against the DRAM copy
+    peak. Unknown names are left out."""
+    want = names() if modes is None else set(modes)
+    return tuple(n for n, s in STATES.items() if n in want and s.reads_dram())
+
+
 def describe() -> str:
     """'name: description' per state, one a line (CLI help, labkit list)."""
     return "\n".join(f"{s.name}: {s.description}" for s in STATES.values())
@@ -69,6 +85,11 @@ class CacheState:
     def dram(self, reads: float, writes: float, l2_bytes: float | None, sets: int = 1) -> tuple:
         """(read bytes, written bytes) that must cross DRAM inside the timed region, per launch."""
         raise NotImplementedError
+
+    def reads_dram(self) -> bool:
+        """True where the inputs cross DRAM inside the timed region whatever the L2 size (a flushed L2,
+        rotating buffers); False where they may stay in L2 (hot: back-to-back launches on one buffer set)."""
+        return sum(self.dram(1.0, 0.0, None)) > 0
 
     def __repr__(self) -> str:
         return f"<cache state {self.name}>"

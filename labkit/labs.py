@@ -41,6 +41,7 @@ from .schema import GPU_KEY, base_variant, shown, split_variant
 from .verdicts import fastest, versus  # noqa: F401  (the labs' cells call them as labs.fastest / labs.versus)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
+MODE = "cold"  # the cache state the labs' tables and winners are of, unless a cell asks for another
 LIVE = None  # set on first use by live(); a test may set it to exercise the live path
 
 
@@ -84,12 +85,13 @@ def empty():
     return __import__("pandas").DataFrame(columns=shown("labs"))
 
 
-def rows(op, sweep=None, *, shapes=None, modes=("cold",), variants=None, dtype=None, axes=None,
+def rows(op, sweep=None, *, shapes=None, modes=(MODE,), variants=None, dtype=None, axes=None,
          budget_s: float = 0.3, energy: bool = False, fallback: bool = True, say: bool = True):
     """Rows of `op` (the variants + torch): measured now on a GPU (labkit.bench, a short time budget
     per configuration), else recorded in results/<gpu>/<sweep>.jsonl (`sweep`: a name or several;
     other recorded files of the op when none has it and `fallback`). One row per GPU x variant x
-    dtype x shape x mode, the newest. `axes` sweeps tuning axes and `energy` samples NVML (live).
+    dtype x shape x mode, the newest; by default of MODE alone, so that a pivot or a fastest row per
+    configuration never mixes cache states. `axes` sweeps tuning axes and `energy` samples NVML (live).
     Without recorded data: an empty frame and a line saying so."""
     o = labkit.get_op(op)
     want = [o.format_shape(o.parse_shape(s)) for s in shapes] if shapes else None
@@ -304,7 +306,7 @@ def has_variant(op: str, name: str) -> bool:
 def check_variant(op: str, name: str, dtype: str, shapes) -> list:
     """The poisoned-output, every-element check of variant `name` at `shapes` (not timed), in worker
     processes through labkit.session.run: [(ok, text)]."""
-    cfgs = [resolve(op, name, dtype, s, "cold", timed=False) for s in shapes]
+    cfgs = [resolve(op, name, dtype, s, MODE, timed=False) for s in shapes]
     # the same worker pool as labkit.bench's (same settings), so no second set of workers starts
     recs = session.run(cfgs, ResultLog(), connected(), title=f"self-check {op} {name}", progress=False, kernel_time=True, energy=False)
     return [(r.get("status") == "ok", f"correctness at {r['shape']}: {r.get('status')}"
@@ -312,8 +314,8 @@ def check_variant(op: str, name: str, dtype: str, shapes) -> list:
 
 
 def compare(op: str, variants, dtype: str, shape, budget_s: float = 0.2):
-    """Time `variants` (+ torch) at one shape, cold (labkit.bench), and print µs and GB/s per variant."""
-    df = labkit.bench(op, list(variants), dtype, [shape], ("cold",), budget_s=budget_s, progress=False)
+    """Time `variants` (+ torch) at one shape in MODE (labkit.bench), and print µs and GB/s per variant."""
+    df = labkit.bench(op, list(variants), dtype, [shape], (MODE,), budget_s=budget_s, progress=False)
     for r in df.to_dict("records"):
         t = r.get("time_us")
         print(f"  {r['variant']:>12} @ {r['shape']}: " + (f"{t:.1f} µs, {r.get('gbps') or float('nan'):.0f} GB/s"

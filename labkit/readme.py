@@ -17,15 +17,14 @@ import sys
 import textwrap
 from pathlib import Path
 
-from .benchmarks.zoo import goal_table
-from .cache_states import names
+from .benchmarks.zoo import goal_files, goal_table
+from .cache_states import check as state_name, names
 from .ceilings import in_force
 from .clocks.relations import RELATIONS, label, verdicts
 from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
 from .records import load_rows
 from .schema import FIELDS, GROUPS
-from .sweeps import zoo_sweeps
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -140,14 +139,23 @@ def block_launch(root, args) -> str:
                    "labkit.call µs", "torch.add µs", "ratio (goal ≤ 1.2)", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 
+def _mode(args) -> str:
+    """The cache state a block names (`<!-- data:seed000 hot -->`), cold when it names none."""
+    return state_name(args.strip() or "cold")
+
+
 def _pivot(rows, value, variants, fmt) -> tuple:
+    """Shapes down, (variant, dtype) across, of rows of ONE cache state (a second would overwrite the first)."""
+    if len({r.get("mode") for r in rows}) > 1:
+        raise ValueError(f"README table of several cache states {sorted({str(r.get('mode')) for r in rows})}: "
+                         "pick one (the block's argument)")
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     by = {(r["shape"], r["variant"], r["dtype"]): r for r in rows if r.get("status") == "ok"}
     return shapes, {s: [_f(by.get((s, v, dt), {}).get(value), fmt) for v, dt in variants] for s in shapes}
 
 
 def block_seed000(root, args) -> str:
-    mode = args.strip() or "cold"
+    mode = _mode(args)
     variants = [("f16", "f16"), ("f16x2", "f16"), ("f16x8", "f16"), ("f16x8_pack", "f16"), ("torch", "f16"),
                 ("f32x4", "f32"), ("torch", "f32"), ("bf16x8_pack", "bf16"), ("torch", "bf16")]
     parts = []
@@ -162,29 +170,29 @@ def block_seed000(root, args) -> str:
                      f"{bound} of {len(rows)} rows host-bound\n\n" +
                      _table(["shape"] + [f"{v} {dt}" if v == "torch" else v for v, dt in variants],
                             [[s] + [f"{k} ({e})" for k, e in zip(cells[s], ev[s])] for s in shapes]))
-    return ("\n\n".join(parts) or "_no seed000.jsonl under results/ yet_") + "\n"
+    return ("\n\n".join(parts) or f"_no {mode} rows of seed000.jsonl under results/ yet_") + "\n"
 
 
 def block_access_width(root, args) -> str:
+    mode = _mode(args)
     variants = [("torch", "u8")] + [(f"w{w}", "u8") for w in (1, 2, 4, 8, 16)]
     parts = []
     for d in _gpus(root):
-        rows = _rows(d / "access-width.jsonl")
+        rows = [r for r in _rows(d / "access-width.jsonl") if r.get("mode") == mode]
         if not rows:
             continue
         shapes, cells = _pivot(rows, "gbps", variants, ".0f")
-        parts.append(f"**{_prov(rows)}**, GB/s (bytes read + written, event time)\n\n" +
+        parts.append(f"**{_prov(rows)}**, {mode}, GB/s (bytes read + written, event time)\n\n" +
                      _table(["size", "torch copy_", "1 B", "2 B", "4 B", "8 B", "16 B"], [[s] + cells[s] for s in shapes]))
-    return ("\n\n".join(parts) or "_no access-width.jsonl under results/ yet_") + "\n"
+    return ("\n\n".join(parts) or f"_no {mode} rows of access-width.jsonl under results/ yet_") + "\n"
 
 
 def block_zoo(root, args) -> str:
     parts = []
     for d in _gpus(root):
-        files = [d / f"{s.name}.jsonl" for s in zoo_sweeps() if (d / f"{s.name}.jsonl").exists()]
-        if not files:
+        rows = [r for _, f in goal_files(d) for r in _rows(f)]  # the files the table reads
+        if not rows:
             continue
-        rows = [r for f in files for r in _rows(f)]
         parts.append(f"**{_prov(rows)}**\n\n" + goal_table(d))
     return ("\n\n".join(parts) or "_no zoo sweeps under results/ yet_") + "\n"
 

@@ -100,7 +100,7 @@ def _level(row: dict, facts: dict, bws: list) -> dict | None:
     if not bws or state is None:
         return None
     if not (nbytes and l2):  # sizes unknown: only a state whose inputs always cross DRAM decides
-        return bws[0] if sum(state.dram(1, 0, None)) > 0 else None
+        return bws[0] if state.reads_dram() else None
     l2c = next((c for c in bws if c["name"] == "L2"), None)
     return bws[0] if sum(state.dram(nbytes, 0, l2)) > 0 else (l2c or bws[0])
 

@@ -6,6 +6,7 @@ kernel time by more than the device's event overhead (labkit.runner.host_bound),
 whose byte model implies more than the DRAM datasheet allows, with the physics guard's reason (labkit.guard)."""
 from __future__ import annotations
 
+from .cache_states import ordered
 from .records import to_frame
 from .registry import get_op, ops
 from .schema import FIELDS, shown
@@ -89,9 +90,16 @@ def seed_table(rows, op=None) -> str:
     return "\n".join(lines)
 
 
-def pivot(rows, index="shape", columns="variant", value="gbps"):
-    """E.g. seed 001's table as a DataFrame: sizes down, access widths across, GB/s in the cells."""
+def pivot(rows, index="shape", columns="variant", value="gbps", mode=None):
+    """E.g. seed 001's table as a DataFrame: sizes down, access widths across, GB/s in the cells; of one
+    cache state, `mode` (a cell holds one row: rows of several states need `mode`, else ValueError)."""
     df = to_frame(rows)
+    if "mode" in df.columns:
+        if mode is not None:
+            df = df[df["mode"] == mode]
+        elif df["mode"].nunique() > 1:
+            raise ValueError(f"rows of several cache states ({', '.join(ordered(df['mode']))}): pivot one, "
+                             "e.g. pivot(rows, mode='cold')")
     df = df[df["status"] == "ok"]
     if "time_us" in df:  # every value pivoted is a time or derived from one
         df = df[df["time_us"].map(is_time)]
@@ -105,7 +113,12 @@ def pivot(rows, index="shape", columns="variant", value="gbps"):
 
 
 def pivot_table(rows, index="shape", columns="variant", value="gbps", fmt=".1f") -> str:
-    p = pivot(rows, index, columns, value)
-    if p.empty:
-        return "(no successful rows)"
-    return p.to_string(float_format=lambda x: format(x, fmt), na_rep="-")
+    """pivot() as text: one table per cache state the rows hold (labkit.cache_states' order), each
+    headed by its state when there are several."""
+    modes = ordered(r.get("mode") for r in rows if r.get("mode") is not None) or [None]
+    parts = []
+    for m in modes:
+        p = pivot(rows, index, columns, value, mode=m)
+        text = "(no successful rows)" if p.empty else p.to_string(float_format=lambda x: format(x, fmt), na_rep="-")
+        parts.append(f"{m}:\n{text}" if len(modes) > 1 else text)
+    return "\n\n".join(parts)

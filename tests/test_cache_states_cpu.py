@@ -111,3 +111,18 @@ def test_labkit_list_names_every_state(lukewarm, capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(f"  {n:11} " in out for n in cache_states.names()) and "a test's state" in out
+
+
+def test_the_states_whose_inputs_come_from_dram_follow_from_their_dram(lukewarm):
+    """reads_dram() is dram()'s answer without an L2 size: what the zoo's goal table judges and the
+    roofline's ceiling choice read, so a state registered here joins both without another list."""
+    assert [s.reads_dram() for s in cache_states.STATES.values()] == [True, True, True, False, True]
+    assert cache_states.from_dram() == ("cold", "cold-dirty", "rotating", "lukewarm")
+    assert cache_states.from_dram(["hot", "rotating", "cold", "warm?"]) == ("cold", "rotating")
+    assert cache_states.from_dram({"hot"}) == ()
+
+
+def test_recorded_modes_are_ordered_as_registered():
+    assert cache_states.ordered(["hot", "cold", "rotating", "hot", "cold"]) == ["cold", "rotating", "hot"]
+    assert cache_states.ordered(["zz", "hot", "aa"]) == ["hot", "aa", "zz"]  # unknown names after, sorted
+    assert cache_states.ordered([]) == []

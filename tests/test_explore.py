@@ -402,7 +402,10 @@ def test_why_and_sass_diff_panels(sent, monkeypatch):
     ex.select(block=512)
     ex.why.button.click()
     assert "card" in ex.why.out.value
-    assert calls == [(("add", "f16x2[block=512]", "2048x2048", "f16"), {"recorded": False})]
+    assert calls == [(("add", "f16x2[block=512]", "2048x2048", "f16"), {"recorded": False, "mode": "cold"})]
+    ex.select(mode="hot")                       # the card's headline time is of the state shown
+    ex.why.button.click()
+    assert calls[-1][1] == {"recorded": False, "mode": "hot"}
 
     def fails(*a, **k):
         raise LabkitError("nvcc not found")
@@ -450,6 +453,28 @@ def test_recorded_mode_side_by_side(sent, tmp_path):
     ex.roofline.value = True                           # a roofline per GPU, the datasheet FMA peak beside
     roof = ex.views.roof
     assert len(roof.layout.annotations) == 2 and any("FP32 (spec)" in str(t.name) for t in roof.data)
+
+
+def test_recorded_sweep_of_several_states_shows_the_state_picked(sent, tmp_path, monkeypatch):
+    """Files holding each configuration in cold, rotating and hot (hot 3x faster): the buttons offer the
+    recorded states in the registry's order, a curve is of the state picked, and the why card asks for it."""
+    import labkit.explore.panels as panels
+    from labkit.explore import explore
+    from labkit.sweeps import get_sweep
+
+    modes = get_sweep("access-width").modes
+    make_results(tmp_path, modes=modes)
+    ex = explore("copy", results=tmp_path, debounce_s=0)
+    assert ex.source.modes("copy", "u8") == list(modes)
+    assert ex.mode.value == "cold" and {r["mode"] for r in ex.rows} == {"cold"}
+    cold = ydata(ex, ex.views.slots[0]["s1"][0])
+    ex.mode.value = "hot"
+    assert {r["mode"] for r in ex.rows} == {"hot"} and ex.message.value == ""
+    assert np.allclose(ydata(ex, ex.views.slots[0]["s1"][0]), 3 * cold)
+    calls = []
+    monkeypatch.setattr(panels, "why", lambda *a, **k: calls.append(k) or type("C", (), {"_repr_html_": lambda s: ""})())
+    ex.why.button.click()
+    assert calls == [{"recorded": True, "mode": "hot"}]
 
 
 def test_recorded_hot_then_op_switch_keeps_data(sent, tmp_path):

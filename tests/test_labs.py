@@ -72,6 +72,23 @@ def test_lab_runs_on_the_shipped_results(lab, tmp_path, monkeypatch):
     assert all(name in out for name in names), f"not every recorded GPU shown: {names}"
 
 
+@pytest.mark.parametrize("lab", ["01_vectorized_add", "06_nsight"])
+def test_lab_tables_keep_to_their_cache_states(lab, tmp_path, monkeypatch):
+    """Fixture files holding each configuration in cold, rotating and hot (hot 3x faster, as a sweep
+    records them): the seed-000 tables show the states the lab is about (lab 01: cold; lab 06: the
+    states it profiles), never a state mixed in or a table per state the lab did not ask for."""
+    from labkit.sweeps import get_sweep
+
+    results = make_results(tmp_path / "results", modes=get_sweep("seed000").modes)
+    out = run_notebook(ROOT / "labs" / f"{lab}.ipynb", results, monkeypatch, tmp_path / "tmp")
+    assert "Traceback" not in out and "NVIDIA H200" in out
+    if lab == "01_vectorized_add":
+        assert "(cold; event time" in out and "(hot; event time" not in out and "(rotating; event time" not in out
+    else:
+        table = out[out.index("variant    mode"):]
+        assert " cold " in table and " hot " in table and "rotating" not in table
+
+
 @pytest.mark.parametrize("lab", LABS, ids=[p.stem for p in LABS])
 def test_lab_says_so_without_recorded_data(lab, tmp_path, monkeypatch):
     out = run_notebook(lab, tmp_path / "empty", monkeypatch, tmp_path / "tmp")

@@ -49,3 +49,72 @@ def test_json_block_renders_a_dict_field(tmp_path):
                                            '"date": "2026-11-23T22:00:00Z", "commit": "c"}')
     out = readme.render("<!-- data:json explorer-latency.json labs_s -->\n<!-- /data -->\n", tmp_path)
     assert "| G | 07_why.ipynb 155; 08.ipynb 2 | 2026-11-23 | c |" in out
+
+
+def _modes():
+    from labkit.sweeps import get_sweep
+
+    return get_sweep("access-width").modes  # what a recording holds per configuration
+
+
+def test_access_width_is_of_the_state_its_block_names(tmp_path):
+    """A file of cold, rotating and hot rows (hot 3x faster): the table holds the rows of the state the
+    block names (cold when it names none), never the last row of a configuration."""
+    import pytest
+
+    from labkit.errors import ConfigError
+    from labkit.records import load_rows
+    from test_recorded import make_results
+
+    make_results(tmp_path, modes=_modes())
+    rows = load_rows(tmp_path / "nvidia-h200" / "access-width.jsonl")
+    cells = {m: " | ".join(f"{next(r['gbps'] for r in rows if (r['mode'], r['shape'], r['variant']) == (m, '4GiB', v)):.0f}"
+                           for v in ("torch", "w1", "w2", "w4", "w8", "w16")) for m in ("cold", "hot")}
+    cold = readme.render("<!-- data:access-width -->\n<!-- /data -->\n", tmp_path)
+    assert f"| 4GiB | {cells['cold']} |" in cold and f"| 4GiB | {cells['hot']} |" not in cold
+    assert "**NVIDIA H200, driver 550.54.15, 2026-11-02, commit fixture**, cold, GB/s" in cold
+    assert readme.render("<!-- data:access-width cold -->\n<!-- /data -->\n", tmp_path) == \
+        cold.replace("access-width -->", "access-width cold -->")
+    hot = readme.render("<!-- data:access-width hot -->\n<!-- /data -->\n", tmp_path)
+    assert f"| 4GiB | {cells['hot']} |" in hot and ", hot, GB/s" in hot
+    assert "_no cold-dirty rows of access-width.jsonl" in readme.render("<!-- data:access-width cold-dirty -->\n<!-- /data -->\n", tmp_path)
+    with pytest.raises(ConfigError, match="unknown cache mode 'warm'"):
+        readme.render("<!-- data:access-width warm -->\n<!-- /data -->\n", tmp_path)
+
+
+def test_zoo_goals_are_judged_per_dram_state_never_across_states(tmp_path):
+    """relu recorded cold, rotating and hot on one GPU (hot 3x faster: far above the copy peak), cold
+    only on the other: a line per op, dtype and state whose inputs come from DRAM, with that state's
+    best rows; hot is named as not judged, never a line, never a winner."""
+    import json
+
+    from labkit.benchmarks.zoo import MEMORY_GOAL_PCT, goal_table
+    from test_recorded import FIXTURE_GPUS, fixture_rows
+
+    made = {}
+    for (slug, (gpu, peak)), modes in zip(FIXTURE_GPUS.items(), (_modes(), ("cold",))):
+        made[slug] = fixture_rows(gpu, peak, "relu", modes=modes)
+        (tmp_path / slug).mkdir()
+        (tmp_path / slug / "relu.jsonl").write_text("".join(json.dumps(r) + "\n" for r in made[slug]))
+
+    def lowest(rows, mode, dtype):  # the best variant's lowest % of peak over the >= 256 MiB shapes
+        best = {}
+        for r in rows:
+            if (r["mode"], r["dtype"]) == (mode, dtype) and r["variant"] != "torch" and r["bytes"] >= 256 << 20:
+                best[r["shape"]] = min(best.get(r["shape"], r), r, key=lambda x: x["time_us"])
+        return min(r["pct_peak"] for r in best.values())
+
+    h100 = goal_table(tmp_path / "nvidia-h100-80gb-hbm3")
+    assert h100.startswith("Judged per cache state: cold, rotating (the inputs come from DRAM); not judged: hot")
+    assert "| op | dtype | mode | shapes |" in h100
+    lines = {tuple(x.strip() for x in line.split("|")[1:4]): line for line in h100.splitlines()[4:]}
+    assert set(lines) == {("relu", d, m) for d in ("f32", "f16") for m in ("cold", "rotating")}
+    for (_, dtype, mode), line in lines.items():
+        pct = lowest(made["nvidia-h100-80gb-hbm3"], mode, dtype)
+        assert f"| {pct:.1f} |" in line and pct < 100 and ("MISSED" in line) == (pct < MEMORY_GOAL_PCT)
+    assert lowest(made["nvidia-h100-80gb-hbm3"], "hot", "f32") > 200  # what a table across states would report
+    h200 = goal_table(tmp_path / "nvidia-h200")
+    assert h200.startswith("Judged per cache state: cold (the inputs come from DRAM).")
+    assert [line.split("|")[3].strip() for line in h200.splitlines()[4:]] == ["cold", "cold"]
+    block = readme.render("<!-- data:zoo -->\n<!-- /data -->\n", tmp_path)
+    assert block.count("Judged per cache state") == 2 and "**NVIDIA H200, driver 550.54.15" in block

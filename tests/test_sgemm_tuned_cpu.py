@@ -238,6 +238,22 @@ def test_the_best_tile_is_the_lowest_worst_case_ratio_of_tiles_ok_at_every_shape
     assert "MISSED (< 95 %)" in text and "failed" in text and "torch (cuBLAS FP32)" in text
 
 
+def test_the_best_tile_and_the_table_are_of_one_cache_state():
+    """A file of several states (the zoo's sgemm sweep, a tune-sgemm re-run in more states): tiles are
+    compared in MODE only; a hot row that favours another tile moves neither the best tile nor the table."""
+    from labkit.benchmarks.sgemm_vs_cublas import MODE, best_tile, table
+
+    cold = _rows({"tuned[stages=3]": (1.02, 1.03, 1.02), "tuned[bk=16]": (1.05, 1.05, 1.05)})
+    hot = [dict(r, mode="hot", vs_torch=0.5) if r["variant"] == "tuned[bk=16]" else dict(r, mode="hot")
+           for r in _rows({"tuned[stages=3]": (1.2, 1.2, 1.2), "tuned[bk=16]": (0.5, 0.5, 0.5)})]
+    assert MODE == "cold"
+    with pytest.raises(ValueError, match="no tuned tile passed"):  # hot rows alone: no tile in MODE
+        best_tile(hot)
+    t, worst, _ = best_tile(cold + hot)
+    assert t == sg.tile({"stages": 3}) and worst == 1.03
+    assert table(cold + hot) == table(cold)
+
+
 def test_gpu_defaults_are_the_best_tiles_of_the_recorded_sweeps():
     """Each GPU with a recorded tune-sgemm.jsonl ships the best tile of that file as tuned's default."""
     from labkit.benchmarks.sgemm_vs_cublas import best_tile

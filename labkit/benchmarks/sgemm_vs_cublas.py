@@ -27,6 +27,7 @@ from labkit.sweeps import SGEMM_SHAPES, get_sweep
 
 GOAL_PCT = 95.0  # of cuBLAS's speed: a time ratio <= 1.053
 VARIANTS = ("warptile", "warptile_async", "tuned")
+MODE = "cold"  # the one cache state tiles and cuBLAS are compared in (a file of several keeps them apart)
 
 
 def newest(rows) -> list:
@@ -39,14 +40,14 @@ def newest(rows) -> list:
 
 def best_tile(rows) -> tuple[dict, float, dict]:
     """Of a tune-sgemm sweep's rows (one GPU): (the tile of the explicit tuned[...] row set with the
-    lowest worst-case time / cuBLAS over the sweep's shapes, that ratio, {shape: ratio}). Only tiles
-    checked ok at every shape compete; 'tuned' without axes (the tile shipped then) does not."""
+    lowest worst-case time / cuBLAS over the sweep's shapes, that ratio, {shape: ratio}), in MODE. Only
+    tiles checked ok at every shape compete; 'tuned' without axes (the tile shipped then) does not."""
 
     sweep = get_sweep("tune-sgemm")
     shapes = {"x".join(map(str, s)) for s in sweep.shapes}
     by: dict = {}
     for r in newest(rows):
-        if r["op"] == "sgemm" and r["variant"].startswith("tuned[") and r["shape"] in shapes:
+        if r["op"] == "sgemm" and r["variant"].startswith("tuned[") and r["shape"] in shapes and r.get("mode") == MODE:
             by.setdefault(r["variant"], {})[r["shape"]] = r
     scored = []
     for label, per in by.items():
@@ -63,7 +64,7 @@ def table(rows) -> list:
     """One line per (shape, variant): time, TFLOP/s, % of cuBLAS's speed, % of the FMA peak."""
 
     order = ["x".join(map(str, s)) for s in SGEMM_SHAPES]
-    rows = [r for r in newest(rows) if r["op"] == "sgemm" and r.get("mode") == "cold"]
+    rows = [r for r in newest(rows) if r["op"] == "sgemm" and r.get("mode") == MODE]
     out = []
     for r in sorted(rows, key=lambda r: (order.index(r["shape"]) if r["shape"] in order else len(order),
                                          r["variant"] != "torch")):
@@ -125,7 +126,7 @@ def _measure(a):
 
     require_gpu()
     rule = make_rule(budget_s=a.budget)
-    cfgs = plan("sgemm", a.variants.split(","), shapes=list(SGEMM_SHAPES), modes=("cold",), rule=rule)
+    cfgs = plan("sgemm", a.variants.split(","), shapes=list(SGEMM_SHAPES), modes=(MODE,), rule=rule)
     tile = _tile_axes(a.tile) if a.tile else None
     if a.best_from and not a.tile:
         if Path(a.best_from).exists():
@@ -134,7 +135,7 @@ def _measure(a):
         else:
             print(f"no {a.best_from} (run `labkit sweep tune-sgemm` first): timing the shipped tile only")
     if tile:
-        extra = plan("sgemm", ["tuned"], shapes=list(SGEMM_SHAPES), modes=("cold",), rule=rule,
+        extra = plan("sgemm", ["tuned"], shapes=list(SGEMM_SHAPES), modes=(MODE,), rule=rule,
                      axes={k: [v] for k, v in tile.items()}, baseline=False)
         cfgs += [c for c in extra if c.axes]  # a tile equal to the shipped one has no axes left: measured above
     out = Path(a.out) if a.out else None

@@ -344,9 +344,9 @@ class Explorer:
                             self._metric(op))
 
     def _shown(self) -> dict:
-        """What the why card describes: the variant shown, at the bar shape."""
+        """What the why card describes: the variant shown, at the bar shape, in the cache state shown."""
         return {"op": self.op.value, "variant": self._variant_s(), "dtype": self.dtype.value,
-                "shape": self.bar_shape.value, "recorded": self.source.recorded}
+                "shape": self.bar_shape.value, "mode": self.mode.value, "recorded": self.source.recorded}
 
     # ---- table, status ----------------------------------------------------------------------------
     def frame(self):

@@ -17,10 +17,11 @@ def _note(text: str, color: str = "#b91c1c") -> str:
 
 
 class WhyPanel:
-    """labkit.why.why(op, variant, shape, dtype, recorded=...) for the variant and shape shown."""
+    """labkit.why.why(op, variant, shape, dtype, recorded=..., mode=...) for the variant, shape and cache
+    state shown (the card's headline time is that state's)."""
 
     def __init__(self, state):
-        """`state()` -> dict(op, variant, dtype, shape, recorded): what the panel shows now."""
+        """`state()` -> dict(op, variant, dtype, shape, mode, recorded): what the panel shows now."""
         self.state = state
         self.button = W.Button(description="why is it slow?", icon="question",
                                tooltip="time vs the nearest ceiling, bytes, machine code, occupancy, hints")
@@ -31,7 +32,7 @@ class WhyPanel:
     def show(self) -> str:
         s = self.state()
         try:
-            card = why(s["op"], s["variant"], s["shape"], s["dtype"], recorded=s["recorded"])
+            card = why(s["op"], s["variant"], s["shape"], s["dtype"], recorded=s["recorded"], mode=s["mode"])
             self.out.value = card._repr_html_()
         except LabkitError as e:
             self.out.value = _note(f"why {s['op']} {s['variant']} {s['shape']}: {e}")

@@ -14,6 +14,7 @@ import json
 from html import escape
 
 from .. import device, recorded, session, workers
+from ..cache_states import ordered
 from ..ceilings import in_force
 from ..config import make_rule
 from ..device import spec
@@ -22,7 +23,6 @@ from ..paths import gpu_slug, results_dir
 from ..recorded import banner_html, rows
 from ..records import ResultLog
 from ..schema import key, newest, split_variant
-from .choices import modes
 
 # interactive: a looser noise target and a short budget per configuration than a sweep's
 INTERACTIVE_RULE = dict(noise_target=0.01, min_samples=10, max_samples=500, min_time_s=0.01, budget_s=0.25)
@@ -135,8 +135,7 @@ class RecordedSource:
 
     def modes(self, op: str, dtype: str) -> list:
         """The cache modes recorded for op and dtype, in the registry's order (labkit.cache_states)."""
-        found, order = {k[4] for k in self.index if k[0] == op and k[2] == dtype}, modes()
-        return sorted(found, key=lambda m: (order.index(m) if m in order else len(order), m))
+        return ordered(k[4] for k in self.index if k[0] == op and k[2] == dtype)
 
     def axis_values(self, op, name: str) -> list:
         """The default and every value of tuning axis `name` that recorded rows carry."""
