@@ -35,7 +35,7 @@ def test_the_committed_entries_in_force_were_measured_outside_a_profiler():
             now = ceilings.in_force(entries, gpu)
             assert now and not now.get("profiled") and now["floor"]["cold"]["kernel_us"], (path, gpu)
             assert now["floor"]["cold"]["overhead_us"] < 3.2 and now["floor"]["hot"]["overhead_us"] < 0.5
-    assert (marked, total) == (8, 17)  # issue 22: 8 of the 17 entries were written under Nsight Systems
+    assert marked == 8 and total >= 17  # issue 22: 8 of the first 17 entries were written under Nsight Systems
 
 
 def test_measuring_under_a_profiler_is_refused(monkeypatch):

@@ -41,13 +41,19 @@ class Relation:
 RELATIONS = (
     Relation("labkit cold-dirty", "nvbench cold", "≈", 0.03,
              "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
-             "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel. "
-             "labkit's events also carry its same-launch CUPTI, +0.1-0.2 µs a sample (H100 probe, issue 22): "
-             "1-3 % of a kernel of <= 11 µs (<= 2048² add f16), under 0.5 % from 4096²"),
+             "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
+             "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). At kernels of "
+             "<= 11 µs (<= 2048² add f16) labkit reads 2-5 % above nvbench (2048²: H100 +1.9 / +2.9 %, H200 "
+             "+2.6 / +4.8 %); a write-back backlog left by the flush is not why (a 3-10 µs gap after it changed "
+             "nothing, H100 logs/eb468fdabbdd/drain-gap.log); from 4096² within 1.2 %"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
-             "launches. For kernels of 2-4 µs the per-launch time of one graph moved by ~10 % within and between "
-             "processes in either harness (H100 probe, issue 22): expect the relation from 4096² up"),
+             "launches: labkit's graph lasts ~2 ms (<= 1000 launches) behind its blocking kernel, triton's ~20 ms "
+             "(thousands). For kernels of 2-5 µs a graph's time per launch depends on its length and on the "
+             "process: on the H100 add f16 1024² read 1.72 µs per launch in graphs of <= 1000 launches and 1.90 in "
+             "one of 3000, and triton's graph 1.93 in one process and 2.12 in another (logs/eb468fdabbdd/"
+             "graph-probe.log); labkit's hot matches the kernels' own CUPTI time there (1.80 µs, the launches "
+             "overlapping), triton's leaves gaps between them. From 4096² they agree within ~3.5 %"),
     Relation("labkit hot", "nvbench batch", "≈", 0.03,
              "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
              "kernel and reports the mean, labkit replays a graph and reports the median"),
