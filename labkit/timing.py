@@ -253,10 +253,18 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
         raise ConfigError("measure takes a callable that launches GPU work, or a list of them (one per buffer set)")
     rule = rule or StopRule()
     phase = nvtx_range if ranges else (lambda name: contextlib.nullcontext())
-    with phase("warmup"):
-        _warmup(fns[0], warmup_s, state)
-    with phase(f"timed {mode}"):
-        return _measure(fns, state, rule, hot_target_s, meter, kernels)
+    forced = _blocker_state["forced_off"]
+    try:
+        with phase("warmup"):
+            _warmup(fns[0], warmup_s, state)
+        with phase(f"timed {mode}"):
+            return _measure(fns, state, rule, hot_target_s, meter, kernels)
+    finally:
+        # a configuration whose groups timed out falls back to the spin alone, unless a profiler holds the
+        # driver (then every launch is serialized): one stall (dot f32 rotating, 2026-11-24) had put a whole
+        # sweep's later rows on the spin
+        if cupti_free():
+            _blocker_state["forced_off"] = forced
 
 
 def _warmup(fn, warmup_s: float, state) -> None:

@@ -296,3 +296,24 @@ def test_labkit_blocking_0_starts_without_the_blocking_kernel():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, "LABKIT_BLOCKING": "0"})
     assert r.returncode == 0 and "spin" in r.stdout, r.stderr
+
+
+def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
+    """Three timed-out groups put that measurement on the spin; the next configuration tries the
+    blocking kernel again, unless a profiler is injected (its serialized launches time out every time)."""
+    blk = FakeBlocker(timeouts=3)
+    _fake_cuda(monkeypatch, blk)
+    monkeypatch.setattr(timing, "blocker", lambda: None if timing._blocker_state["forced_off"] else blk)
+    monkeypatch.setitem(timing._blocker_state, "forced_off", False)
+    monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
+    monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
+    monkeypatch.setattr(timing, "flush", lambda kind: None)
+    rule = StopRule(max_samples=16, min_samples=16)
+    first = timing.measure(lambda: None, "cold", rule=rule)
+    assert first.blocking == "spin" and first.timeouts == 3
+    second = timing.measure(lambda: None, "cold", rule=rule)
+    assert second.blocking == "kernel" and second.timeouts == 0
+    blk.timeouts = 3
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    assert timing.measure(lambda: None, "cold", rule=rule).blocking == "spin"
+    assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
