@@ -331,21 +331,12 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
-class _Groups:
-    """A stop rule of a fixed number of samples (the CUPTI phase)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def reason(self, samples, wall_s) -> str | None:
-        return "cupti" if len(samples) >= self.n else None
-
-
 def _cupti_phase(before, body, state, batch) -> dict:
     """CUPTI_GROUPS groups under CUPTI: their kernels (labkit.cupti.per_launch) and their own event
     time per launch (`cupti_event_us`, CUPTI's cost included), or {'cupti': 'failed: ...'}."""
     with Probe() as probe:
-        first = _run_samples(before, body, _Groups(CUPTI_GROUPS * state.group), state.group, probe)
+        n = CUPTI_GROUPS * state.group
+        first = _run_samples(before, body, StopRule(min_samples=n, max_samples=n), state.group, probe)
     per = [x / batch for x in first.samples]
     out = per_launch(probe, per, first.kept, batch, state.graph)
     if "kernel_us" in out:
