@@ -6,7 +6,7 @@ measurement classes are the model). A class declares
   lines left), run before each sample's start event, outside the timed region; None for none;
 * `graph`: a sample is a CUDA graph of back-to-back launches and the row's time is per launch;
 * `rotate`: the launches cycle through buffer sets whose total is >= ROTATE_L2 x the L2 (`sets`);
-* `group`: samples enqueued per blocked group (labkit.timing);
+* `group`: samples enqueued per blocked group (labkit.timing); GRAPH_GROUP for a graph state;
 * `dram(reads, writes, l2_bytes, sets)`: the bytes that must cross DRAM inside the timed region per
   launch, (read part, write part), from the op's footprint (labkit.guard turns it into a row's flag);
   `reads_dram()` follows from it: the inputs cross DRAM whatever the L2 size (a DRAM goal applies).
@@ -23,12 +23,20 @@ from .spec import suggest
 
 ROTATE_L2 = 3      # rotating buffer sets total at least 3x the L2
 MAX_SETS = 1024    # a bound on buffer sets (launchers, graph nodes) for tiny configurations
+# one graph launch per blocked group: a second launch of a graph holding a memset node (torch.sum,
+# dot's and histogram's zeroing) blocks the host until the first has run, which behind the blocking
+# kernel is never: same exec or another, H100 2026-11-24
+# (graph-memset*.log in results/nvidia-h100-80gb-hbm3/logs/65d0dca541d9/)
+GRAPH_GROUP = 1
 
 STATES: dict = {}
 
 
 def register(cls):
     """Class decorator: one instance of `cls` in STATES under its name (registration order kept)."""
+    if cls.graph and cls.group != GRAPH_GROUP:
+        raise ValueError(f"cache state {cls.name!r}: a graph state enqueues {GRAPH_GROUP} sample(s) per blocked "
+                         f"group (GRAPH_GROUP), not {cls.group}")
     STATES[cls.name] = cls()
     return cls
 
@@ -140,7 +148,7 @@ class Rotating(CacheState):
     setup = "a CUDA graph of back-to-back launches, each on the next of several input/output sets"
     graph = True
     rotate = True
-    group = 4
+    group = GRAPH_GROUP
 
     def sets(self, set_bytes, l2_bytes):
         if not l2_bytes or set_bytes <= 0:
@@ -160,7 +168,7 @@ class Hot(CacheState):
     description = "warm L2: back-to-back launches on the same buffers; a working set that fits stays in L2"
     setup = "a CUDA graph of back-to-back launches on one buffer set (~2 ms a sample)"
     graph = True
-    group = 4
+    group = GRAPH_GROUP
 
     def dram(self, reads, writes, l2_bytes, sets=1):
         return _beyond_l2(reads, writes, l2_bytes)

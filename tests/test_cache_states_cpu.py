@@ -34,6 +34,16 @@ def test_the_registry_holds_the_four_states_in_order():
     assert s["cold"].flush == "read" and s["cold-dirty"].flush == "write" and not s["hot"].flush
     assert s["hot"].graph and s["rotating"].graph and s["rotating"].rotate and not s["cold"].graph
     assert all(x.description and x.setup and x.group > 0 for x in s.values())
+    assert all(x.group == cache_states.GRAPH_GROUP == 1 for x in s.values() if x.graph)
+
+
+def test_a_graph_state_waits_one_sample_per_blocked_group():
+    # a second graph launch holding a memset node blocks the host behind the blocking kernel
+    with pytest.raises(ValueError, match="graph state enqueues 1 sample"):
+        @cache_states.register
+        class Batched(cache_states.CacheState):
+            name, graph, group = "batched", True, 4
+    assert "batched" not in cache_states.STATES
     with pytest.raises(ConfigError, match="unknown cache mode 'cold_dirty'.*did you mean 'cold-dirty'"):
         cache_states.get("cold_dirty")
 

@@ -84,6 +84,24 @@ def test_measure_is_public():
     assert m.summary.median > 0 and m.stop_reason in ("converged", "budget", "max_samples")
 
 
+@pytest.mark.parametrize("mode", ["hot", "rotating"])
+@pytest.mark.parametrize("what", ["torch.sum", "dot f32"])
+def test_a_graph_of_memsets_keeps_the_blocking_kernel(mode, what):
+    """torch.sum's split reduction and dot's atomics zero their output with memsets: two such graph
+    launches behind the blocking kernel stalled the host until its timeout (2026-11-24)."""
+    import torch
+
+    a = torch.randn(1 << 20, device="cuda")
+    outs = [torch.zeros(1, device="cuda") for _ in range(3)]
+    if what == "torch.sum":
+        fns = [lambda o=o: torch.sum(a, dim=0, out=o.view(())) for o in outs]
+    else:
+        op = get_op("dot")
+        fns = [launcher_for(op, op.variant("f32")).prepare([a, a, o]) for o in outs]
+    m = measure(fns if mode == "rotating" else fns[0], mode, make_rule(budget_s=0.1))
+    assert (m.method, m.blocking, m.timeouts) == ("graph", "kernel", 0), m
+
+
 # ---- every clock on the same launches, every cache state (issue 22) -------------------------------
 STATE_SHAPES = ["2048x2048", "4096x4096", "8192x8192"]
 
