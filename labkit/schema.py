@@ -81,9 +81,13 @@ for _f in (
     ("overlap_us", float, "µs", "kernel", "", "graph states: how much back-to-back launches overlap"),
     ("cupti", str, "", "kernel", "", "same-launch, or failed: why"),
     ("cupti_event_us", float, "µs", "kernel", "", "event time per launch of the samples CUPTI recorded (its cost inside)"),
+    ("cupti_slowdown", float, "%", "kernel", "", "cupti_event_us over time_us - 1: what running under CUPTI added"),
+    ("cupti_slowed", bool, "", "kernel", "table explorer", "cupti_slowdown above max(0.5 µs, 3 %): kernel_us is "
+                                                          "of launches the profiler slowed"),
     ("overhead_us", float, "µs", "host", "", "time_us - kernel_us"),
     ("floor_us", float, "µs", "host", "", "this device's event overhead in this mode (labkit peak)"),
-    ("host_bound", bool, "", "host", "table explorer", "overhead above the floor by more than max(0.5 µs, 3 %)"),
+    ("host_bound", bool, "", "host", "table explorer", "event states: overhead above the floor by more than max(0.5 µs, "
+                                                        "3 %); None in graph states (no host inside a graph)"),
     ("bytes", int, "B", "rate", "labs", "bytes read and written per launch (the op's model)"),
     ("gbps", float, "GB/s", "rate", "table explorer labs", "bytes / time_us"),
     ("kernel_gbps", float, "GB/s", "kernel", "", "bytes / kernel_us"),

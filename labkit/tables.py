@@ -18,7 +18,8 @@ RULE = "-" * 100
 # shows in the table (labkit.schema, shown "table") follows them as `name value unit`
 COMPOSED = frozenset({"variant", "dtype", "shape", "mode", "status", "error", "time_us", "kernel_us", "gbps",
                       "pct_peak", "tflops", "pct_fma", "vs_torch", "vs_torch_lo", "vs_torch_hi", "vs_torch_verdict",
-                      "ci_lo_us", "ci_hi_us", "noise", "stop_reason", "path", "host_bound", "dram_guard"})
+                      "ci_lo_us", "ci_hi_us", "noise", "stop_reason", "path", "host_bound", "dram_guard",
+                      "cupti_slowed"})
 
 
 def _fmt(x, spec):
@@ -60,6 +61,8 @@ def row_line(r: dict) -> str:
     noise = (f"noise {_fmt(100 * r['noise'] if r.get('noise') is not None else None, '.1f')}%{median} "
              f"{r.get('stop_reason', '')}")
     flag = "  HOST-BOUND" if r.get("host_bound") else ""
+    if r.get("cupti_slowed"):  # kernel_us is of launches CUPTI slowed (labkit.runner)
+        flag += f"  CUPTI+{r['cupti_slowdown']:.0f}%"
     if str(r.get("dram_guard") or "").startswith("above-spec"):  # labkit.guard: faster than DRAM allows
         flag += f"  {str(r['dram_guard']).upper()}"
     return (f"{name:>22}  {r['time_us']:9.2f} µs{kern:<17} {rate}  {vs_torch_text(r):<34} {noise}{path}{flag}"
@@ -83,6 +86,10 @@ def seed_table(rows, op=None) -> str:
     if bound:
         lines.append(f"{len(bound)} row(s) HOST-BOUND: event time exceeds kernel time by more than this GPU's event "
                      "overhead; trust the kernel time there")
+    slowed = [r for r in rows if r.get("cupti_slowed")]
+    if slowed:
+        lines.append(f"{len(slowed)} row(s) CUPTI+: the launches CUPTI recorded ran slower than time_us's (by the "
+                     "percentage shown); their kernel time is what Nsight shows, the event time is without a profiler")
     above = [r for r in rows if str(r.get("dram_guard") or "").startswith("above-spec")]
     if above:
         lines.append(f"{len(above)} row(s) ABOVE-SPEC: the byte model's bandwidth exceeds the DRAM datasheet; e.g. "

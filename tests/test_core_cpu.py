@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import labkit
-from labkit import timing
+from labkit import tables, timing
 from labkit.check import compare, poison
 from labkit.config import make_rule, plan, resolve
 from labkit.errors import ConfigError
@@ -143,6 +143,30 @@ def test_host_bound_rule(time_us, kernel_us, floor, expected):
 ])
 def test_host_bound_allows_one_floor_per_kernel(time_us, kernel_us, floor, kernels, expected):
     assert host_bound(time_us, kernel_us, floor, kernels) is expected
+
+
+@pytest.mark.parametrize("mode,time_us,kernel_us,cupti_event_us,host,slowed", [
+    ("cold", 765.3, 852.3, 855.2, False, True),   # H100 relu f16 16384^2: the kernel 11 % slower under CUPTI
+    ("cold", 352.2, 348.8, 351.8, False, False),  # f16x8_pack beside it: CUPTI changes nothing
+    ("rotating", 8.21, 6.54, 9.67, None, True),   # dot f32 1M in a graph: a memset node's gap, no host inside
+    ("hot", 4.11, 2.83, 5.96, None, True),        # reduce_sum f16x8_pack 1M: CUPTI's records, 1.9 µs a launch
+])
+def test_a_row_says_where_the_profiler_slowed_it_and_graphs_hold_no_host(monkeypatch, mode, time_us, kernel_us,
+                                                                         cupti_event_us, host, slowed):
+    import labkit.device
+    from labkit.runner import Runner
+
+    monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})
+    rec = {"op": "relu", "variant": "f16", "dtype": "f16", "shape": "16384x16384", "mode": mode, "status": "ok",
+           "bytes": 1 << 30, "time_us": time_us, "kernel_us": kernel_us, "cupti_event_us": cupti_event_us,
+           "kernels": 1}
+    runner = Runner(peak=False)
+    floor = {"overhead_us": 2.75 if mode == "cold" else 0.14}  # H100's event overhead floors (labkit peak)
+    monkeypatch.setattr(runner, "facts", lambda: {"copy_peak_gbps": 3000.0, "ref": "test", "floor": {mode: floor}})
+    runner._derive(resolve("relu", "f16", "f16", "16384x16384", mode=mode), rec)
+    assert rec["host_bound"] is host and rec["cupti_slowed"] is slowed
+    assert rec["cupti_slowdown"] == pytest.approx(100 * (cupti_event_us / time_us - 1))
+    assert ("CUPTI+" in tables.row_line(rec)) is slowed
 
 
 class FakeBlocker:
