@@ -106,7 +106,7 @@ def labkit_rows(cfgs) -> list:
     """Events and CUPTI rows of one Config per cache state, each run by labkit's runner."""
     runner = Runner(peak=False)  # the reference ceilings are not needed here, and nothing is written
     recs = [runner.run(c) for c in cfgs]
-    events, cupti = [], []
+    events, cupti, traced = [], [], []
     for c, r in zip(cfgs, recs):
         ok = r.get("status") == "ok"
         note = r.get("stop_reason", "") if ok else f"{r.get('status')}: {r.get('error', '')}"
@@ -117,7 +117,10 @@ def labkit_rows(cfgs) -> list:
         else:
             why = "no CUPTI time (a profiler holds CUPTI, or it recorded nothing)" if ok else note
         cupti.append(row("labkit", c.mode, "CUPTI", k, None, why))
-    return events + cupti
+        # the event time of the launches CUPTI recorded: kernel_us's own launches
+        traced.append(row("labkit", c.mode, "CUPTI events", r.get("cupti_event_us") if ok else None, None,
+                          f"CUPTI phase: {r.get('cupti_slowdown', 0):+.1f} % over the events without it" if k else why))
+    return events + cupti + traced
 
 
 # ---- triton -------------------------------------------------------------------------------------
