@@ -100,6 +100,84 @@ def test_the_guard_says_unavailable_without_nvml_and_the_runner_adds_its_fields(
     assert "gpu_check" not in g.run(resolve("add", "f16x8", "f16", "1x7", timed=False))  # only timed ones wait
 
 
+class CountingRunner:
+    """A stand-in inner runner: counts its runs; a row's status and time_us come from `status` and the
+    count; torch's row fills `_torch` per group as labkit's Runner does."""
+
+    def __init__(self, status="ok"):
+        self.runs, self.status, self._torch = 0, status, {}
+
+    def run(self, cfg):
+        self.runs += 1
+        if cfg.variant.is_torch:
+            self._torch[cfg.group] = {"time_us": float(self.runs)}
+        return {"variant": cfg.variant_s, "status": self.status, "time_us": float(self.runs), "samples": [1.0]}
+
+
+def _reusing(monkeypatch, status="ok", **kw):
+    """A GuardedRunner over a CountingRunner, a probe that counts its readings, and a clock set by hand."""
+    import types
+
+    from labkit.serve import guard
+
+    clock = [1000.0]
+    monkeypatch.setattr(guard, "time", types.SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    g = guard.GuardedRunner(inner="fake_runner:FakeRunner", **kw)
+    g.inner, probe = CountingRunner(status), FakeProbe([_r()])
+    reads, read = [], probe.read
+    probe.read = lambda: reads.append(1) or read()
+    g.guard = guard.GpuGuard(probe)
+    return g, clock, reads
+
+
+def test_shipped_rows_are_reused_within_the_window_under_the_same_rule(monkeypatch):
+    import dataclasses
+
+    from labkit.config import make_rule
+
+    g, clock, reads = _reusing(monkeypatch)
+    cfg = resolve("add", "f16x8_pack", "f16", "4096x4096", rule={"budget_s": 0.2, "noise_target": 0.01})
+    first = g.run(cfg)
+    clock[0] += 30.04
+    again = g.run(cfg)
+    assert g.inner.runs == 1 and len(reads) == 1 and "reused_s" not in first and first["gpu_check"] == "ok"
+    assert again == dict(first, reused_s=30.0) and again["samples"] is not first["samples"]  # a copy, guard skipped
+    g.run(dataclasses.replace(cfg, rule=make_rule(cfg.rule, budget_s=0.3)))  # another stop rule: timed
+    g.run(dataclasses.replace(cfg, offset=8))  # another offset: timed
+    assert g.inner.runs == 3 and len(reads) == 3
+    clock[0] += 89.9  # 119.94 s after the first: still reused
+    assert g.run(cfg)["reused_s"] == 119.9 and g.inner.runs == 3
+    clock[0] += 0.1  # past the window: timed again, and that row is reused from now on
+    assert "reused_s" not in g.run(cfg) and g.inner.runs == 4 and g.run(cfg)["reused_s"] == 0.0
+    mine = resolve("add", _inline(tag="reuse"), "f16", "4096x4096")  # an attendee's own kernel: always timed
+    assert ["reused_s" in g.run(mine) for _ in range(2)] == [False, False] and g.inner.runs == 6
+
+
+def test_no_reuse_when_off_for_failed_rows_or_untimed_runs_and_torch_keeps_its_baseline(monkeypatch):
+    import dataclasses
+
+    from labkit.config import make_rule
+
+    cfg = resolve("add", "f16x8", "f16", "4096x4096")
+    for kw, status, c in [({"reuse_s": 0}, "ok", cfg), ({}, "failed", cfg), ({}, "ok", dataclasses.replace(cfg, timed=False))]:
+        g, _, _ = _reusing(monkeypatch, status, **kw)
+        assert ["reused_s" in g.run(c) for _ in range(2)] == [False, False] and g.inner.runs == 2
+    # torch under rule A, then under rule B (the inner runner's baseline is B's), then A reused: A's baseline is back
+    g, _, _ = _reusing(monkeypatch)
+    a, b = cfg.baseline(), dataclasses.replace(cfg.baseline(), rule=make_rule(budget_s=0.3))
+    g.run(a), g.run(b)
+    assert g.inner._torch[a.group] == {"time_us": 2.0}
+    assert g.run(a)["reused_s"] == 0.0 and g.inner._torch[a.group] == {"time_us": 1.0} and g.inner.runs == 2
+
+
+def test_labkit_serve_refuses_a_negative_reuse_window(capsys):
+    pytest.importorskip("distributed")
+    from labkit.cli import main
+
+    assert main(["serve", "--reuse", "-1", "--cpu-workers", "1"]) == 2
+    assert "--reuse must be >= 0 seconds" in capsys.readouterr().err
+
+
 # ---- the board ------------------------------------------------------------------------------------------
 def test_the_board_shows_correctness_time_and_verdicts_per_exercise_and_attendee():
     from labkit.serve.board import Board, verdict

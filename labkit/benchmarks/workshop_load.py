@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import secrets
 import signal
@@ -120,6 +121,11 @@ def _serve(tmp: Path, token: str) -> tuple:
     return proc, json.loads(info.read_text())
 
 
+def _set(x) -> bool:
+    """A value a row carries: not None, and not NaN (a frame's row lacking a column its others have)."""
+    return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
 def summary(subs: list, same: int) -> dict:
     def pct(xs, q):
         xs = sorted(xs)
@@ -144,6 +150,8 @@ def summary(subs: list, same: int) -> dict:
                                         for r in others_bad]},
         "queue_wait_s": {"p50": pct([r["queue_wait_s"] for r in rows if r.get("queue_wait_s") is not None], 0.5),
                          "p95": pct([r["queue_wait_s"] for r in rows if r.get("queue_wait_s") is not None], 0.95)},
+        "reused_rows": sum(_set(r.get("reused_s")) for r in rows),
+        "timed_rows": sum(_set(r.get("time_us")) and not _set(r.get("reused_s")) for r in rows),
         "gpu_check": {c: sum(r.get("gpu_check") == c for r in rows) for c in sorted({str(r.get("gpu_check")) for r in rows})},
         "goals": {"p95_le_15s": p95 is not None and p95 <= 15, "spread_le_2pct": spread is not None and spread <= 0.02,
                   "fault_costs_only_its_rows": bool(fault) and not others_bad},

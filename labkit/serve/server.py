@@ -20,7 +20,7 @@ from ..remote import INFO, TOKEN_ENV, security
 from . import web
 from .board import Board
 from .dispatch import Dispatcher
-from .guard import MAX_TEMP_C, WAIT_S
+from .guard import MAX_TEMP_C, REUSE_S, WAIT_S
 
 REQUEST_BUDGET_S = 2.0  # seconds of sampling per request, split over its timed configurations
 
@@ -44,13 +44,16 @@ class Server:
 
     def __init__(self, token: str, host: str = "0.0.0.0", port: int = 8786, board_port: int = 8787, gpus=None,
                  cpu_workers: int | None = None, runner: str = "labkit.runner:Runner", max_temp_c: float = MAX_TEMP_C,
-                 guard_wait_s: float = WAIT_S, request_budget_s: float = REQUEST_BUDGET_S, advertise: str | None = None):
+                 guard_wait_s: float = WAIT_S, request_budget_s: float = REQUEST_BUDGET_S, advertise: str | None = None,
+                 reuse_s: float = REUSE_S):
         from distributed import Variable
         from distributed.comm import get_address_host_port
 
         if not request_budget_s > 0 or not guard_wait_s >= 0:
             raise ConfigError(f"--request-budget must be > 0 and --guard-wait >= 0 seconds, got {request_budget_s} "
                               f"and {guard_wait_s}")
+        if not reuse_s >= 0:
+            raise ConfigError(f"--reuse must be >= 0 seconds (0: time every row), got {reuse_s}")
         sec = security(token)
         found = None if cpu_workers else resolve_gpus(gpus)
         self.gpus = [f"CPU stand-in {i}" for i in range(cpu_workers)] if cpu_workers else [g["name"] for g in found]
@@ -60,7 +63,7 @@ class Server:
         try:
             client = self.procs.client
             self.ex = DaskExecutor(client, runner="labkit.serve.guard:GuardedRunner", inner=runner,
-                                   max_temp_c=max_temp_c, wait_s=guard_wait_s)
+                                   max_temp_c=max_temp_c, wait_s=guard_wait_s, reuse_s=reuse_s)
             self.board = Board()
             self.board_port, self._stop_web = web.start(self.board, host, board_port)
             arch = None if cpu_workers else target_arch(found)
@@ -117,6 +120,9 @@ def add_serve_parser(sub) -> None:
                    help=f"wait before timing while the GPU is at least this hot, °C (default {MAX_TEMP_C:.0f})")
     p.add_argument("--guard-wait", type=float, default=WAIT_S,
                    help=f"longest wait for a quiet GPU before timing anyway, marked in the row (default {WAIT_S:.0f} s)")
+    p.add_argument("--reuse", type=float, default=REUSE_S, metavar="SECONDS",
+                   help=f"reuse a worker's rows of shipped variants and torch (same rule) for this long; an "
+                        f"attendee's own kernel is always timed (default {REUSE_S:.0f} s; 0: off)")
     p.add_argument("--info", help="also write the address and the board's URL to this JSON file")
     p.add_argument("--cpu-workers", type=int, help="CPU workers instead of GPUs (with a stand-in --runner: tests)")
     p.add_argument("--runner", default="labkit.runner:Runner", help="the workers' runner, module:factory")
@@ -125,7 +131,7 @@ def add_serve_parser(sub) -> None:
 def cmd_serve(a) -> int:
     token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(18)
     s = Server(token, a.host, a.port, a.board_port, a.gpus, a.cpu_workers, a.runner, a.max_temp, a.guard_wait,
-               a.request_budget, a.advertise)
+               a.request_budget, a.advertise, a.reuse)
     try:
         print(f"labkit serve: {len(s.gpus)} worker(s) ({', '.join(s.gpus)}), one configuration at a time on each\n"
               f"  attendees:  labkit.connect({s.address!r}, {token!r}, name=\"your name\")\n"
