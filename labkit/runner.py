@@ -73,7 +73,7 @@ class Runner:
 
     def __init__(self, peak: bool = True, kernel_time: bool = True, energy: bool = False):
         self.peak, self.kernel_time, self.energy = peak, kernel_time, energy
-        self._torch: dict = {}
+        self.baselines: dict = {}  # group -> the torch row later variants compare with (vs_torch)
         self.phase = lambda name: None  # a worker reports phases to its parent (hang detection)
 
     # ---- what a row is compared with -------------------------------------------------------------
@@ -242,9 +242,9 @@ class Runner:
         if rec.get("energy_per_launch_j"):
             rec["gb_per_j"] = rec["bytes"] / 1e9 / rec["energy_per_launch_j"]
         if v.is_torch:
-            self._torch[cfg.group] = {k: rec.get(k) for k in ("time_us", "kernel_us", SAMPLES)}
+            self.baselines[cfg.group] = {k: rec.get(k) for k in ("time_us", "kernel_us", SAMPLES)}
         else:
-            base = self._torch.get(cfg.group)
+            base = self.baselines.get(cfg.group)
             if base:
                 rec["torch_us"], rec["torch_kernel_us"] = base["time_us"], base.get("kernel_us")
                 rec["vs_torch"] = rec["time_us"] / base["time_us"]

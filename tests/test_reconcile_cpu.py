@@ -35,7 +35,6 @@ def test_verdicts_from_a_recorded_file():
         # {state} over the states it is stated for; the same launches: the CUPTI phase's kernels and events
         "labkit cold CUPTI ≤ labkit cold under CUPTI": "holds (-10.4 %)",
         "labkit cold-dirty CUPTI ≤ labkit cold-dirty under CUPTI": "holds (-8.2 %)",
-        "labkit rotating CUPTI ≤ labkit rotating under CUPTI": "holds (-7.7 %)",
         "labkit cold under CUPTI ≈ labkit cold ± 3 %": "holds (+0.6 %)",  # what CUPTI's presence costs
         "labkit cold-dirty under CUPTI ≈ labkit cold-dirty ± 3 %": "holds (+0.8 %)",
         "labkit rotating under CUPTI ≈ labkit rotating ± 3 %": "holds (+0.5 %)",
@@ -128,7 +127,7 @@ def test_readme_block_renders_the_recorded_file():
     assert "| labkit hot ≈ nvbench batch ± 3 % | -4.1 % ✗ | n/a |" in out
     assert "- `labkit {state} CUPTI ≈ nsys {state} ± 2 %`: the same CUPTI records" in out  # each reason once
     assert out.count("the same CUPTI records") == 1
-    assert "- `labkit {state} CUPTI ≤ labkit {state} under CUPTI for {state} in cold, cold-dirty, rotating`: the same" in out
+    assert "- `labkit {state} CUPTI ≤ labkit {state} under CUPTI for {state} in cold, cold-dirty`: the same" in out
     assert "No number: not installed (pip install cuda-bench, with cuda-bindings)." in out
     assert readme.render("<!-- data:reconcile -->\n<!-- /data -->\n", DATA / "synthetic-gpu") == \
         "<!-- data:reconcile -->\n_no reconcile.json under results/ yet_\n<!-- /data -->\n"

@@ -102,15 +102,15 @@ def test_the_guard_says_unavailable_without_nvml_and_the_runner_adds_its_fields(
 
 class CountingRunner:
     """A stand-in inner runner: counts its runs; a row's status and time_us come from `status` and the
-    count; torch's row fills `_torch` per group as labkit's Runner does."""
+    count; torch's row fills `baselines` per group as labkit's Runner does."""
 
     def __init__(self, status="ok"):
-        self.runs, self.status, self._torch = 0, status, {}
+        self.runs, self.status, self.baselines = 0, status, {}
 
     def run(self, cfg):
         self.runs += 1
         if cfg.variant.is_torch:
-            self._torch[cfg.group] = {"time_us": float(self.runs)}
+            self.baselines[cfg.group] = {"time_us": float(self.runs)}
         return {"variant": cfg.variant_s, "status": self.status, "time_us": float(self.runs), "samples": [1.0]}
 
 
@@ -166,8 +166,8 @@ def test_no_reuse_when_off_for_failed_rows_or_untimed_runs_and_torch_keeps_its_b
     g, _, _ = _reusing(monkeypatch)
     a, b = cfg.baseline(), dataclasses.replace(cfg.baseline(), rule=make_rule(budget_s=0.3))
     g.run(a), g.run(b)
-    assert g.inner._torch[a.group] == {"time_us": 2.0}
-    assert g.run(a)["reused_s"] == 0.0 and g.inner._torch[a.group] == {"time_us": 1.0} and g.inner.runs == 2
+    assert g.inner.baselines[a.group] == {"time_us": 2.0}
+    assert g.run(a)["reused_s"] == 0.0 and g.inner.baselines[a.group] == {"time_us": 1.0} and g.inner.runs == 2
 
 
 def test_labkit_serve_refuses_a_negative_reuse_window(capsys):

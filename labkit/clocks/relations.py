@@ -44,8 +44,10 @@ RELATIONS = (
              "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
              "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). At kernels of "
              "<= 11 µs (<= 2048² add f16) labkit reads 2-5 % above nvbench (2048²: H100 +1.9 / +2.9 %, H200 "
-             "+2.6 / +4.8 %); a write-back backlog left by the flush is not why (a 3-10 µs gap after it changed "
-             "nothing, H100 logs/eb468fdabbdd/drain-gap.log); from 4096² within 1.2 %"),
+             "+4.8 / +2.6 % in one run and +2.4 / +1.8 % in the next); neither a write-back backlog left by the "
+             "flush (a 3-10 µs gap after it changed nothing, H100 logs/eb468fdabbdd/drain-gap.log) nor the "
+             "flush's size (0.5, 1 or 2 L2s written: the same time, H200 logs/711790438a89/flush-size.log) is "
+             "why; from 4096² within 1.2 %"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches: labkit's graph lasts ~2 ms (<= 1000 launches) behind its blocking kernel, triton's ~20 ms "
@@ -56,14 +58,18 @@ RELATIONS = (
              "overlapping), triton's leaves gaps between them. From 4096² they agree within ~3.5 %"),
     Relation("labkit hot", "nvbench batch", "≈", 0.03,
              "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
-             "kernel and reports the mean, labkit replays a graph and reports the median"),
+             "kernel and reports the mean, labkit replays a graph and reports the median. Through cuda-bench "
+             "0.3.0's Python API nvbench's batch reads 18-30 µs a launch whatever the kernel (add f16 1024² and "
+             "2048² on both GPUs): there it times the Python launcher, not the kernel; it agrees from kernels of "
+             "~90 µs (8192²)"),
     Relation(f"labkit {STATE} CUPTI", f"nsys {STATE}", "≈", 0.02,
              "the same CUPTI records of the same kernel (start and end on the GPU): labkit reads them in its own "
              "process through torch.profiler, Nsight Systems in a profiled run of the same configuration"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} under CUPTI", "≤", 0.0,
              "the same launches: the events bracket the kernel and the launch's own overhead, so the kernel's own "
-             "time cannot exceed the event time of a launch that runs alone (hot launches overlap: not compared)",
-             over=("cold", "cold-dirty", "rotating")),
+             "time cannot exceed the event time of a launch that runs alone (a graph's back-to-back launches "
+             "overlap, by up to 0.6 % of a launch at 2048² on the H200: not compared)",
+             over=("cold", "cold-dirty")),
     Relation(f"labkit {STATE} under CUPTI", f"labkit {STATE}", "≈", 0.03,
              "the same configuration's launches with CUPTI recording them (the row's first groups) and without "
              "(time_us): CUPTI's record of a kernel costs 0.1-0.2 µs a launch, and some kernels run slower under "

@@ -134,11 +134,11 @@ class GuardedRunner:
             self._reuse = {x: e for x, e in self._reuse.items() if now - e[0] <= self.reuse_s}
             if k in self._reuse:
                 at, row, base = self._reuse[k]
-                # torch's baseline: the inner Runner keeps the last torch row per group (Runner._torch, read
+                # torch's baseline: the inner Runner keeps the last torch row per group (Runner.baselines, read
                 # in _derive for vs_torch); a reused torch row is put back there, so the variants after it
                 # compare with the very row their request gets (a torch row of another rule may be there now)
                 if base is not None:
-                    self.inner._torch[cfg.group] = copy.deepcopy(base)
+                    self.inner.baselines[cfg.group] = copy.deepcopy(base)
                 return dict(copy.deepcopy(row), reused_s=round(now - at, 1))
         checks = self.guard.check() if cfg.timed else {}
         try:
@@ -149,7 +149,7 @@ class GuardedRunner:
             raise
         rec.update(checks)
         if k is not None and rec.get("status") == "ok":  # failed, error, skipped rows are timed again
-            torch = getattr(self.inner, "_torch", None)  # labkit's Runner's (a stand-in may have none)
+            torch = getattr(self.inner, "baselines", None)  # labkit's Runner's (a stand-in may have none)
             base = torch.get(cfg.group) if cfg.variant.is_torch and isinstance(torch, dict) else None
             self._reuse[k] = (time.monotonic(), copy.deepcopy(rec), copy.deepcopy(base))
         return rec
