@@ -6,7 +6,7 @@ timing, the output of the last timed launch is compared with the reference again
 that is right only on a poisoned buffer (or only once) fails too. Timed rows carry two clocks:
 `time_us` (CUDA events, behind the blocking kernel) and `kernel_us` (CUPTI records of the row's first
 groups, what Nsight reports, beside those launches' own event time `cupti_event_us`; labkit.cupti,
-labkit.timing: time_us's samples follow with CUPTI off, which costs 0.1-0.2 µs a launch).
+labkit.timing: time_us's samples follow with CUPTI off, which costs 0.1-0.6 µs a launch).
 """
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ class Runner:
             rec["host_bound"] = (None if cache_states.get(cfg.mode).graph else
                                  host_bound(rec["time_us"], k, rec.get("floor_us"), rec.get("kernels") or 1))
         if rec.get("cupti_event_us"):
-            # CUPTI's phase runs the same launches slower where its records cost (0.1-0.2 µs a launch) or
+            # CUPTI's phase runs the same launches slower where its records cost (0.1-0.6 µs a launch) or
             # the kernel itself slows under it (relu f16 scalar 16384^2: +11 %, H100): kernel_us is of those
             rec["cupti_slowdown"] = 100 * (rec["cupti_event_us"] / rec["time_us"] - 1)
             rec["cupti_slowed"] = exceeds(rec["cupti_event_us"] - rec["time_us"], rec["time_us"])

@@ -17,7 +17,7 @@ say `blocking: "spin"`: trust them only where the kernel outlasts the host's enq
 
 With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each of those samples
 gets its own kernels' durations (what Nsight reports) beside its own event time. The row's event
-samples come after, with CUPTI off: CUPTI's record of each kernel costs 0.1-0.2 µs a launch inside
+samples come after, with CUPTI off: CUPTI's record of each kernel costs 0.1-0.6 µs a launch inside
 the events (H100 probe, issue 22: add f16 2048² cold-dirty 13.76 -> 13.95 µs, nvbench 13.54), which
 would be 1-10 % of a small kernel's time. Sampling stops by the StopRule (noise target, sample cap,
 time budget); the reason is recorded.
