@@ -17,7 +17,7 @@ from labkit.registry import get_op, ops
 from labkit.sweeps import SWEEPS
 from labkit.timing import measure
 
-MEMORY_GOAL_PCT, GEMM_GOAL = 92.0, 0.85
+MEMORY_GOAL_PCT, GEMM_GOAL = 95.0, 0.95  # issue 25: the copy peak, cuBLAS
 MODE = "cold"  # the live table's cache state (a --out file that holds other states keeps them apart)
 
 
