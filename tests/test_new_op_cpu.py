@@ -224,13 +224,13 @@ def in_copy():
     cfgs = SWEEPS["gelu"].configs()
     assert {c.variant.name for c in cfgs} == {"torch", "f32", "f32x4"} and len(cfgs) == 3 * len(op.default_shapes) * len(SWEEPS["gelu"].modes)
     row = {"op": "gelu", "variant": "f32x4", "dtype": "f32", "shape": "8192x8192", "mode": "cold", "status": "ok",
-           "time_us": 200.0, "kernel_us": 199.0, "gbps": 2684.0, "pct_peak": 93.0, "vs_torch": 0.9,
+           "time_us": 194.0, "kernel_us": 193.0, "gbps": 2767.0, "pct_peak": 95.9, "vs_torch": 0.9,
            "tflops": 3.0, "pct_fma": 5.0, "bytes": op.cost.bytes_moved((8192, 8192), "f32")}
     assert "GB/s" in seed_table([row]) and "TFLOP/s" not in seed_table([row])  # Op.bound: memory
     folder = here / "zoo-results"
     folder.mkdir(exist_ok=True)
     ResultLog(folder / "gelu.jsonl").append(row)
-    assert "| gelu | f32 | cold | 1 | f32x4 | 93.0 | 0.90 | met |" in goal_table(folder)
+    assert "| gelu | f32 | cold | 1 | f32x4 | 95.9 | 0.90 | met |" in goal_table(folder)  # goal: 95 %
     assert cli(["list", "gelu"]) == 0
     print("tables: ok")
     # sass facts: the block size, and where the tools exist, the access widths in the machine code
