@@ -44,7 +44,7 @@ from .ranges import nvtx_range
 from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
-CUPTI_GROUPS = 2             # groups recorded under CUPTI before the event samples (32 cold, 8 graph samples)
+CUPTI_GROUPS = 2             # groups recorded under CUPTI before the event samples (32 cold, 2 graph samples)
 _flush_buf: dict = {}
 
 
