@@ -6,7 +6,8 @@
 //                          lk_edge_index), or "misaligned differently": the caller's scalar kernel
 //   reductions             warp_reduce_sum / warp_reduce_max, block_reduce_sum<THREADS>
 //   conversions            lk_to_float / lk_from_float<T>: storage type <-> f32 math
-//   launch sizing          lk_sm_count, resident_blocks (a grid-stride kernel's grid), lk_smem_optin
+//   launch sizing          lk_sm_count, resident_blocks (a grid-stride kernel's grid), lk_cc_major,
+//                          lk_smem_optin
 //   the row plan           lk_plan_row and what the row kernels of softmax.cu and norm.cu share:
 //                          lk_launch_smem_row, lk_with_packs, row_reduce, to_floats / from_floats,
 //                          lk_cp_async16, lk_smem_row_load / lk_smem_row_pass
@@ -161,6 +162,15 @@ static inline int resident_blocks(int threads) {
   if (!per_sm[dev]) cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
   const int k = per_sm[dev] / threads;
   return lk_sm_count() * (k > 0 ? k : 1);
+}
+
+// Compute capability major of the current device (9 on Hopper: programmatic launches, clusters).
+static inline int lk_cc_major() {
+  static int major[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 0;
+  if (!major[dev]) cudaDeviceGetAttribute(&major[dev], cudaDevAttrComputeCapabilityMajor, dev);
+  return major[dev];
 }
 
 // Most dynamic shared memory one block may opt in to (227 KiB on sm_90, 163 KiB on sm_80).

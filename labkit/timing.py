@@ -314,12 +314,7 @@ def _sample(state, fns, hot_target_s):
     if not state.graph:
         turn = itertools.cycle(fns)
         return before, (fns[0] if len(fns) == 1 else lambda: next(turn)()), 1, "events"
-    # batch so that one sample lasts ~hot_target_s: the replay's fixed cost per launch stays under
-    # ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch, H100); whole
-    # cycles through the buffer sets
-    est = estimate(fns[0])
-    batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
-    batch = len(fns) * max(1, round(batch / len(fns)))
+    batch = graph_batch(fns, hot_target_s)
     calls = [fns[i % len(fns)] for i in range(batch)]
     graph = capture(calls)
     if graph is not None:
@@ -329,6 +324,15 @@ def _sample(state, fns, hot_target_s):
         for f in calls:
             f()
     return before, loop, batch, "loop"
+
+
+def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
+    """Launches in a graph sample: one sample lasts ~hot_target_s, so the replay's fixed cost per launch
+    stays under ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch,
+    H100); whole cycles through the buffer sets `fns`."""
+    est = estimate(fns[0])
+    batch = max(1, min(HOT_MAX_BATCH, int(hot_target_s / max(est, 1e-7))))
+    return len(fns) * max(1, round(batch / len(fns)))
 
 
 def _cupti_phase(before, body, state, batch) -> dict:

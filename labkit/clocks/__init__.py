@@ -5,7 +5,7 @@ relation expected between each pair, its reason, and whether it holds on this ru
     labkit reconcile add f16x8_pack 4096x4096 -d f16 [--out FILE.json]
 
 The clocks (labkit.clocks.harnesses): labkit in each cache state of its registry (events and
-CUPTI), nvbench through cuda-bench (cold and batch), triton's do_bench and do_bench_cudagraph, and
+CUPTI; its hot graph also replayed on an idle GPU, as triton replays its own), nvbench through cuda-bench (cold and batch), triton's do_bench and do_bench_cudagraph, and
 Nsight Systems' kernel durations per state. Every external harness is optional: a missing one
 says "not installed" in its rows. The relations are data (labkit.clocks.relations.RELATIONS).
 A result file holds {"configs": [record, ...]}, each record one configuration's rows with the
@@ -53,6 +53,7 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
     cfg, states = cfgs[0], [c.mode for c in cfgs]
     subject = h.Subject(cfg)  # a wrong kernel stops here, before any harness times it
     rows = h.labkit_rows(cfgs)
+    rows += h.idle_rows(subject, states)
     rows += h.absent("triton", h.MEASURES["triton"], "skipped") if "triton" in skip else h.triton_rows(subject)
     del subject
     torch.cuda.empty_cache()  # the child processes below need the GPU memory this process cached

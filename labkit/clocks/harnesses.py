@@ -1,6 +1,7 @@
 """The harnesses one configuration is timed with, each giving rows (labkit.clocks.relations):
 
-* labkit: one run per cache state of its registry (labkit.runner: check, time, re-check, CUPTI);
+* labkit: one run per cache state of its registry (labkit.runner: check, time, re-check, CUPTI),
+  and its hot graph replayed on an idle GPU as triton replays its own (`idle_rows`, on a Subject);
 * triton: `do_bench` (a 256 MB zero_ before each launch, events) and `do_bench_cudagraph` (a graph
   of back-to-back launches), in this process, on a Subject;
 * nvbench through cuda-bench: cold (a memset of an L2-sized buffer, a blocking kernel, events) and
@@ -121,6 +122,35 @@ def labkit_rows(cfgs) -> list:
         traced.append(row("labkit", c.mode, "CUPTI events", r.get("cupti_event_us") if ok else None, None,
                           f"CUPTI phase: {r.get('cupti_slowdown', 0):+.1f} % over the events without it" if k else why))
     return events + cupti + traced
+
+
+def idle_rows(subject, states) -> list:
+    """labkit's hot graph (as many launches as its hot samples take) on the Subject, replayed the way
+    triton's do_bench_cudagraph replays its own: events around the replay on an idle GPU, nothing
+    queued ahead, 10 replays; labkit's hot replays the same graph behind its blocking kernel."""
+    if "hot" not in states:
+        return []
+    import torch
+
+    from ..timing import capture, graph_batch
+
+    batch = graph_batch([subject.go])
+    g = capture([subject.go] * batch)
+    if g is None:
+        return [row("labkit", "hot", "idle", note="the graph could not be captured")]
+    g.replay()  # uploads the graph
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(10):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        torch.cuda.synchronize()
+        per.append(s.elapsed_time(e) * 1e3 / batch)
+    bad = subject.recheck()
+    return [row("labkit", "hot", "idle", None if bad else float(np.median(per)), len(per),
+                f"recheck failed: {bad}" if bad else f"labkit's hot graph ({batch} launches) replayed on an idle GPU")]
 
 
 # ---- triton -------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ data, and checked on one configuration's rows. No GPU and no torch here: the rec
 judged by the same code as a live run.
 
 A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
-(labkit: measure = a cache state, clock "events" or "CUPTI"; nvbench: "cold" / "batch"; triton:
+(labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events" or "idle" (hot's graph
+replayed on an idle GPU); nvbench: "cold" / "batch"; triton:
 "do_bench" / "do_bench_cudagraph"; nsys: a cache state, clock "nsys"). A row without a number says
 why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
 "nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
@@ -50,12 +51,22 @@ RELATIONS = (
              "why; from 4096² within 1.2 %"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
-             "launches: labkit's graph lasts ~2 ms (<= 1000 launches) behind its blocking kernel, triton's ~20 ms "
-             "(thousands). For kernels of 2-5 µs a graph's time per launch depends on its length and on the "
-             "process: on the H100 add f16 1024² read 1.72 µs per launch in graphs of <= 1000 launches and 1.90 in "
-             "one of 3000, and triton's graph 1.93 in one process and 2.12 in another (logs/eb468fdabbdd/"
-             "graph-probe.log); labkit's hot matches the kernels' own CUPTI time there (1.80 µs, the launches "
-             "overlapping), triton's leaves gaps between them. From 4096² they agree within ~3.5 %"),
+             "launches; they differ in how the replay starts. labkit's waits behind its blocking kernel, "
+             "triton's starts on an idle GPU, and the same graph started on an idle GPU runs each kernel "
+             "0.2-0.7 µs later (the two relations below, measured in this run). From 8192² the difference is "
+             "inside 2 %; for kernels of a few µs it is 10-30 %"),
+    Relation("labkit hot on an idle GPU", "triton do_bench_cudagraph", "≈", 0.03,
+             "the same measurement: a graph of back-to-back launches started with nothing queued ahead, events "
+             "around the replay. Only the graph's length differs (labkit's ~2 ms, triton's ~20 ms), which "
+             "changed nothing measurable: H100 add f16 1024², 620 and 3000 launches read 2.39 and 2.42 µs "
+             "(logs/599db95bf2cf/graph-gap.log)"),
+    Relation("labkit hot", "labkit hot on an idle GPU", "≤", 0.01,
+             "the same graph on the same buffers: replayed behind the blocking kernel (labkit's hot) its "
+             "launches run back to back; started on an idle GPU, each launch takes 0.2-0.7 µs longer (H100, "
+             "the same graph object: 1024² 1.93 vs 2.39, 2048² 4.13 vs 4.62, 4096² 35.17 vs 35.88 µs per "
+             "launch, 620 or 3000 launches alike). Under CUPTI both replays take the same time per kernel, so "
+             "the cost lies in how the GPU starts each kernel of a replay it began idle, not in the kernel; "
+             "what in the GPU causes it is not established"),
     Relation("labkit hot", "nvbench batch", "≈", 0.03,
              "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
              "kernel and reports the mean, labkit replays a graph and reports the median. Through cuda-bench "
@@ -92,7 +103,7 @@ RELATIONS = (
 )
 
 
-SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI"}  # labkit's clocks besides its events
+SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU"}  # labkit's clocks besides its events
 
 
 def label(row: dict) -> str:
