@@ -6,8 +6,8 @@
 //   i32x4_smem   histogram_smem_kernel: privatized, grid-stride int4 loads into per-warp-group
 //                shared histograms, then one global atomic per nonzero bin per block
 //   i32x4_sm     histogram_sm_kernel: one 1024-thread block per SM, interleaved shared copies,
-//                loads software-pipelined, the counts zeroed by a kernel it overlaps (a
-//                programmatic launch) instead of a memset
+//                the counts zeroed by a kernel it overlaps (a programmatic launch) instead of a
+//                memset
 // What held i32x4_smem below the copy peak at 4096 bins and more: every block flushes all bins
 // with global atomics, 2 blocks per SM and all starting at bin 0 (264 blocks on the same lines at
 // once), and above 12288 bins one copy no longer fits its 48 KiB, so it ran the global-atomic
@@ -96,55 +96,42 @@ __global__ void __launch_bounds__(THREADS) histogram_smem_kernel(const int* __re
   }
 }
 
-// One block per SM (persistent, grid-stride), software-pipelined: the first round of U int4 loads
-// is in flight while the copies are zeroed, and round k+1 while round k is counted (counting one
-// round, then loading the next, left the loads idle during the counts: H200 2^26 values, 4096 bins,
-// 1.25 us above a read-only kernel of the same grid). Indices past the end are clamped to the
-// round's first (in bounds) and their values skipped (-1), since a guarded load let nvcc sink it
-// into the guard (reduce.cu). After the count the block waits for the zeroing kernel
-// (griddepcontrol.wait: the launch is programmatic, see launch_histogram_sm) and flushes its bins
-// starting at its own place in the histogram, a multiple of 32 bins: a warp adds one 128-byte
-// line, and the blocks' lines differ at each moment.
-template <int U>
-__device__ __forceinline__ void load_round(Pack<int, 4> (&r)[U], const int* xp, int64_t q, int64_t stride,
-                                           int64_t packs) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) lk_load<16>(r[u], xp + (q + u * stride < packs ? q + u * stride : q) * 4);
-}
-
-template <int U>
-__device__ __forceinline__ void count_round(const Pack<int, 4> (&r)[U], uint32_t mine, int64_t q, int64_t stride,
-                                            int64_t packs, int bins, int shift) {
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) count_at(mine, q + u * stride < packs ? r[u].elem[i] : -1, bins, shift);
-}
-
+// One block per SM (persistent, grid-stride): whole rounds of U int4 loads issued before any count,
+// the last round's indices clamped and its extra values turned into -1 (skipped), since a guarded
+// count let nvcc sink the load into the guard (reduce.cu). After the count the block waits for the
+// zeroing kernel (griddepcontrol.wait: the launch is programmatic, see launch_histogram_sm) and
+// flushes its bins starting at its own place in the histogram, a multiple of 32 bins: a warp adds
+// one 128-byte line, and the blocks' lines differ at each moment. (Loading round k+1 while round k
+// is counted was no faster: H200 2^26 values, 4096 bins, 65.6 us either way, hist-probe.log.)
 template <int U>
 __global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* __restrict__ x, int* __restrict__ hist,
                                                                      int bins, int log_copies, lk_split s) {
   extern __shared__ int shc[];
   const int copies = 1 << log_copies, shift = log_copies + 2;  // bin b of a copy at byte b << shift
+  for (int i = threadIdx.x; i < copies * bins; i += kSmThreads) shc[i] = 0;
+  __syncthreads();
+  const uint32_t mine = uint32_t(__cvta_generic_to_shared(shc + threadIdx.x % copies));  // copy = lane % copies
   const int64_t t = int64_t(blockIdx.x) * kSmThreads + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * kSmThreads;
   const int* xp = x + s.head;
   int64_t p = t;
-  Pack<int, 4> a[U], b[U];
-  if (p < s.packs) load_round<U>(a, xp, p, stride, s.packs);
-  for (int i = threadIdx.x; i < copies * bins; i += kSmThreads) shc[i] = 0;
-  __syncthreads();
-  const uint32_t mine = uint32_t(__cvta_generic_to_shared(shc + threadIdx.x % copies));  // copy = lane % copies
-  while (p < s.packs) {  // two rounds per trip, so the register sets a and b swap roles without copies
-    int64_t q = p;
-    p += U * stride;
-    if (p < s.packs) load_round<U>(b, xp, p, stride, s.packs);
-    count_round<U>(a, mine, q, stride, s.packs, bins, shift);
-    if (p >= s.packs) break;
-    q = p;
-    p += U * stride;
-    if (p < s.packs) load_round<U>(a, xp, p, stride, s.packs);
-    count_round<U>(b, mine, q, stride, s.packs, bins, shift);
+  for (; p + (U - 1) * stride < s.packs; p += U * stride) {  // whole rounds
+    Pack<int, 4> r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) lk_load<16>(r[u], xp + (p + u * stride) * 4);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) count_at(mine, r[u].elem[i], bins, shift);
+  }
+  if (p < s.packs) {  // the last round
+    Pack<int, 4> r[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) lk_load<16>(r[u], xp + (p + u * stride < s.packs ? p + u * stride : p) * 4);
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) count_at(mine, p + u * stride < s.packs ? r[u].elem[i] : -1, bins, shift);
   }
   if (t < s.head + s.tail) count_at(mine, x[lk_edge_index(s, 4, t)], bins, shift);  // scalar edges
 #if __CUDA_ARCH__ >= 900
@@ -153,17 +140,17 @@ __global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* 
   __syncthreads();
   const int start = int(int64_t(blockIdx.x) * bins / gridDim.x) & ~(LK_WARP - 1);
   for (int k = threadIdx.x; k < bins; k += kSmThreads) {
-    const int bin = k + start < bins ? k + start : k + start - bins;
+    const int b = k + start < bins ? k + start : k + start - bins;
     int c = 0;
-    for (int j = 0; j < copies; ++j) c += shc[bin * copies + j];
-    if (c) atomicAdd(hist + bin, c);
+    for (int j = 0; j < copies; ++j) c += shc[b * copies + j];
+    if (c) atomicAdd(hist + b, c);
   }
 }
 
 // Zeroes the counts for histogram_sm_kernel, which is launched programmatically after it: the
 // trigger at the top lets that grid start loading and counting at once, and only its flush waits
 // for this grid. A memset node in its place cost ~2 us of the GPU's launch gap inside the timed
-// region (H100 and H200, 2^26 values, 4096 bins: 93.8 -> 91.9 us and 67.7 -> 65.5 us).
+// region (2^26 values, 4096 bins: H100 93.8 -> 91.9 us, H200 67.4 -> 65.7 us; hist-probe.log).
 __global__ void histogram_zero(int* __restrict__ hist, int bins) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");

@@ -109,10 +109,10 @@ def test_histogram_counts_without_window_lookups():
     count = lambda ins, op: sum(i["base"] == op for i in ins)  # noqa: E731
     # the pack kernel: a branch and an S2UR (the shared window's base) around every count
     assert count(old, "S2UR") >= count(old, "ATOMS") - 2
-    # i32x4_sm: 4 int4 per round = 16 counts, two rounds per trip (register sets a and b) + the scalar edge
+    # i32x4_sm: 4 int4 per round = 16 counts, twice (whole rounds, the last round) + the scalar edge
     atoms = [i for i in new if i["base"] == "ATOMS"]
     assert len(atoms) == 2 * 16 + 1 and all(not i["pred"] for i in atoms) and count(new, "S2UR") <= 4
-    assert sum(i["base"] == "LDG" and i["bits"] == 128 for i in new) == 3 * 4  # first round, then a and b
+    assert sum(i["base"] == "LDG" and i["bits"] == 128 for i in new) == 2 * 4
     assert count(new, "ACQBULK") == 1  # griddepcontrol.wait: only the flush waits for the zeroing kernel
     assert f["registers"] <= 64 and f["local"] == 0  # 1024 threads: one block per SM
 

@@ -60,7 +60,7 @@ def test_one_pass_ticket_survives_repeats_other_kernels_and_streams():
 
 
 @pytest.mark.parametrize("bins", [1, 16, 4096, 16384, 20000, 60000])
-@pytest.mark.parametrize("axes", [{}, {"unroll": 2}, {"smem_kb": 32}, {"smem_kb": 192}])
+@pytest.mark.parametrize("axes", [{}, {"unroll": 8}, {"smem_kb": 32}, {"smem_kb": 192}])
 def test_histogram_per_sm_at_its_axes(runner, bins, axes):
     r = _ok(runner, "histogram", "i32x4_sm", "i32", ((1 << 22) + 3, bins), 1, axes)
     assert r["path"] == ("fallback" if bins == 60000 else "vector")  # 60000 x 4 B: no copy fits a block
