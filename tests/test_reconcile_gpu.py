@@ -22,7 +22,10 @@ def test_every_installed_harness_gives_a_number(tmp_path, monkeypatch):
     for harness, module in (("nvbench", "cuda.bench"), ("triton", "triton")):
         assert installed(module) == bool(df[df["harness"] == harness]["median_us"].notna().all()), harness
     labkit_rows = df[df["harness"] == "labkit"]
-    assert set(labkit_rows["measure"]) == set(names()) and set(labkit_rows["clock"]) == {"events", "CUPTI", "CUPTI events"}
+    assert set(labkit_rows["measure"]) == set(names())
+    assert set(labkit_rows["clock"]) == {"events", "CUPTI", "CUPTI events", "idle"}
+    idle = labkit_rows[labkit_rows["clock"] == "idle"]  # hot's graph replayed on an idle GPU, as triton replays its
+    assert list(idle["measure"]) == ["hot"] and idle["median_us"].notna().all(), idle.to_string()
     assert len(df.attrs["relations"]) >= len(names())  # every relation judged or said why not
     rec = json.loads(out.read_text())["configs"][0]
     assert rec["gpu"] and rec["commit"] and rec["date"] and len(rec["rows"]) == len(df)

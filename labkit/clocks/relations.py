@@ -52,14 +52,18 @@ RELATIONS = (
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; they differ in how the replay starts. labkit's waits behind its blocking kernel, "
-             "triton's starts on an idle GPU, and the same graph started on an idle GPU runs each kernel "
-             "0.2-0.7 µs later (the two relations below, measured in this run). From 8192² the difference is "
-             "inside 2 %; for kernels of a few µs it is 10-30 %"),
+             "triton's starts on an idle GPU, and a graph started on an idle GPU runs its kernels 0.2-0.7 µs "
+             "apart (the two relations below, measured in this run). From 8192² the difference is inside 2 %; "
+             "at 4096² 2-4 %; for kernels of a few µs 10-30 %"),
     Relation("labkit hot on an idle GPU", "triton do_bench_cudagraph", "≈", 0.03,
              "the same measurement: a graph of back-to-back launches started with nothing queued ahead, events "
-             "around the replay. Only the graph's length differs (labkit's ~2 ms, triton's ~20 ms), which "
-             "changed nothing measurable: H100 add f16 1024², 620 and 3000 launches read 2.39 and 2.42 µs "
-             "(logs/599db95bf2cf/graph-gap.log)"),
+             "around the replay; only the graph's length differs (labkit's ~2 ms, triton's ~20 ms), which "
+             "changed nothing measurable (H100 add f16 1024²: 620 and 3000 launches, 2.39 and 2.42 µs, "
+             "logs/599db95bf2cf/graph-gap.log). It holds from 4096² on both GPUs and at 1024²-2048² on the "
+             "H200 for f16x8_pack; at <= 2048² on the H100 labkit's idle replay read 6-18 % below triton's in "
+             "the same process (a75783eb9464) although a replay of the same kind had matched it (2.39 vs "
+             "2.40 µs, 599db95bf2cf): for kernels of 2-5 µs a graph replayed on an idle GPU varies by that "
+             "much from process to process, and why is not established"),
     Relation("labkit hot", "labkit hot on an idle GPU", "≤", 0.01,
              "the same graph on the same buffers: replayed behind the blocking kernel (labkit's hot) its "
              "launches run back to back; started on an idle GPU, each launch takes 0.2-0.7 µs longer (H100, "
