@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(THREADS) histogram_smem_kernel(const int* __re
 // zeroing kernel (griddepcontrol.wait: the launch is programmatic, see launch_histogram_sm) and
 // flushes its bins starting at its own place in the histogram, a multiple of 32 bins: a warp adds
 // one 128-byte line, and the blocks' lines differ at each moment. (Loading round k+1 while round k
-// is counted was no faster: H200 2^26 values, 4096 bins, 65.6 us either way, hist-probe.log.)
+// is counted was no faster: H200 2^26 values, 4096 bins, 65.6 us either way, H200 logs/2eca58132fdf.)
 template <int U>
 __global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* __restrict__ x, int* __restrict__ hist,
                                                                      int bins, int log_copies, lk_split s) {
@@ -150,7 +150,8 @@ __global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* 
 // Zeroes the counts for histogram_sm_kernel, which is launched programmatically after it: the
 // trigger at the top lets that grid start loading and counting at once, and only its flush waits
 // for this grid. A memset node in its place cost ~2 us of the GPU's launch gap inside the timed
-// region (2^26 values, 4096 bins: H100 93.8 -> 91.9 us, H200 67.4 -> 65.7 us; hist-probe.log).
+// region (2^26 values, 4096 bins: H100 93.8 -> 91.9 us, H200 67.4 -> 65.7 us; logs/599db95bf2cf,
+// logs/2eca58132fdf).
 __global__ void histogram_zero(int* __restrict__ hist, int bins) {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
