@@ -29,6 +29,7 @@ from ..launch import launcher_for
 from ..nsight import find_tool, profile
 from ..nsight.tools import run_tool, tail
 from ..runner import Runner
+from ..timing import capture, graph_batch
 
 # what each external harness reports, and how to get it
 MEASURES = {"nvbench": ("cold", "batch"), "triton": ("do_bench", "do_bench_cudagraph")}
@@ -131,8 +132,6 @@ def idle_rows(subject, states) -> list:
     if "hot" not in states:
         return []
     import torch
-
-    from ..timing import capture, graph_batch
 
     batch = graph_batch([subject.go])
     g = capture([subject.go] * batch)
