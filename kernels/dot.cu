@@ -118,24 +118,34 @@ __global__ void __launch_bounds__(kOnePassThreads, kOnePassBlocks<N * U>) dot_1p
   if (lk_last_block_sum<kOnePassThreads>(block_sum, slot, scratch, total) && threadIdx.x == 0) *y = total;
 }
 
+// What every dot launcher reads from its arguments: t[0] = a, t[1] = b (n floats each), t[2] = y.
+struct DotArgs {
+  const float* a;
+  const float* b;
+  float* y;
+  int64_t n;
+  explicit DotArgs(const lk_args* args)
+      : a(lk_ptr<const float>(args->t[0])), b(lk_ptr<const float>(args->t[1])), y(lk_ptr<float>(args->t[2])),
+        n(args->t[0].numel) {}
+  lk_split split(int N) const {  // packs of N floats in both a and b
+    const void* ptrs[2] = {a, b};
+    return lk_make_split(n, N, sizeof(float), ptrs, 2);
+  }
+};
+
 template <int N, int ACCESS>
 static int launch_dot(const lk_args* args, cudaStream_t stream) {
-  const float* a = lk_ptr<const float>(args->t[0]);
-  const float* b = lk_ptr<const float>(args->t[1]);
-  float* y = lk_ptr<float>(args->t[2]);
-  const int64_t n = args->t[0].numel;
-  const void* ptrs[2] = {a, b};
-  const lk_split s = lk_make_split(n, N, sizeof(float), ptrs, 2);
+  const DotArgs d(args);
+  const lk_split s = d.split(N);
   const int64_t cap = resident_blocks(kThreads);
-  cudaMemsetAsync(y, 0, sizeof(float), stream);  // the blocks accumulate into y
+  cudaMemsetAsync(d.y, 0, sizeof(float), stream);  // the blocks accumulate into y
   if (!s.vector) {  // a and b misaligned differently: packs of one float need no alignment
-    const lk_split scalar = lk_make_split(n, 1, sizeof(float), ptrs, 2);
-    const int64_t blocks = ceil_div<int64_t>(n, kThreads);
-    dot_kernel<1, 4><<<int(blocks < cap ? blocks : cap), kThreads, 0, stream>>>(a, b, y, scalar);
+    const int64_t blocks = ceil_div<int64_t>(d.n, kThreads);
+    dot_kernel<1, 4><<<int(blocks < cap ? blocks : cap), kThreads, 0, stream>>>(d.a, d.b, d.y, d.split(1));
     return lk_launch_status(LK_PATH_FALLBACK);
   }
   const int64_t blocks = ceil_div<int64_t>(s.packs > 0 ? s.packs : 1, kThreads);
-  dot_kernel<N, ACCESS><<<int(blocks < cap ? blocks : cap), kThreads, 0, stream>>>(a, b, y, s);
+  dot_kernel<N, ACCESS><<<int(blocks < cap ? blocks : cap), kThreads, 0, stream>>>(d.a, d.b, d.y, s);
   return lk_launch_status();
 }
 
@@ -153,17 +163,13 @@ static int launch_dot_1pass_grid(const float* a, const float* b, float* y, lk_sp
 
 template <int N, int U>
 static int launch_dot_1pass(const lk_args* args, cudaStream_t stream) {
-  const float* a = lk_ptr<const float>(args->t[0]);
-  const float* b = lk_ptr<const float>(args->t[1]);
-  float* y = lk_ptr<float>(args->t[2]);
-  const int64_t n = args->t[0].numel;
-  const void* ptrs[2] = {a, b};
-  const lk_split s = lk_make_split(n, N, sizeof(float), ptrs, 2);
+  const DotArgs d(args);
+  const lk_split s = d.split(N);
   if (!s.vector) {  // a and b misaligned differently: packs of one float, 4U loads of each per round
-    const int rc = launch_dot_1pass_grid<1, 4 * U>(a, b, y, lk_make_split(n, 1, sizeof(float), ptrs, 2), stream);
+    const int rc = launch_dot_1pass_grid<1, 4 * U>(d.a, d.b, d.y, d.split(1), stream);
     return rc < 0 ? rc : LK_PATH_FALLBACK;
   }
-  return launch_dot_1pass_grid<N, U>(a, b, y, s, stream);
+  return launch_dot_1pass_grid<N, U>(d.a, d.b, d.y, s, stream);
 }
 
 // The exported launchers (`int dot_<variant>(const lk_args*, cudaStream_t)`) are generated from the

@@ -162,14 +162,22 @@ __global__ void __launch_bounds__(kFlatThreads) embedding_flat_kernel(const int*
   }
 }
 
+// What every embedding launcher reads from its arguments: t[0] = idx (rows of them), t[1] = weight
+// (max_v x emb), t[2] = out (rows x emb).
+template <typename T>
+struct EmbArgs {
+  const int* idx;
+  const T* weight;
+  T* out;
+  int64_t rows, max_v, emb;
+  explicit EmbArgs(const lk_args* args)
+      : idx(lk_ptr<const int>(args->t[0])), weight(lk_ptr<const T>(args->t[1])), out(lk_ptr<T>(args->t[2])),
+        rows(args->t[0].numel), max_v(args->t[1].size[0]), emb(max_v > 0 ? args->t[1].numel / max_v : 0) {}
+};
+
 template <typename T, int N, int ACCESS, int ROWS = 1>
 static int launch_embedding(const lk_args* args, cudaStream_t stream) {
-  const int* idx = lk_ptr<const int>(args->t[0]);
-  const T* weight = lk_ptr<const T>(args->t[1]);
-  T* out = lk_ptr<T>(args->t[2]);
-  const int64_t rows = args->t[0].numel;
-  const int64_t max_v = args->t[1].size[0];
-  const int64_t emb = max_v > 0 ? args->t[1].numel / max_v : 0;
+  const auto [idx, weight, out, rows, max_v, emb] = EmbArgs<T>(args);
   const void* ptrs[2] = {weight, out};
   lk_split s = lk_make_split(emb, N, sizeof(T), ptrs, 2);
   const bool vector = s.vector && emb % N == 0;  // rows then start at the same misalignment
@@ -195,12 +203,7 @@ static int launch_embedding(const lk_args* args, cudaStream_t stream) {
 // the GPU holds at once; rounds of up to U packs per thread, evened out.
 template <typename T, int N, int U>
 static int launch_embedding_flat(const lk_args* args, cudaStream_t stream) {
-  const int* idx = lk_ptr<const int>(args->t[0]);
-  const T* weight = lk_ptr<const T>(args->t[1]);
-  T* out = lk_ptr<T>(args->t[2]);
-  const int64_t rows = args->t[0].numel;
-  const int64_t max_v = args->t[1].size[0];
-  const int64_t emb = max_v > 0 ? args->t[1].numel / max_v : 0;
+  const auto [idx, weight, out, rows, max_v, emb] = EmbArgs<T>(args);
   const bool flat = emb % N == 0 && emb / N < (int64_t(1) << 30) && reinterpret_cast<uintptr_t>(weight) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(out) % 16 == 0;
   if (!flat) return launch_embedding<T, N, 16>(args, stream);

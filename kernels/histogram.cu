@@ -164,14 +164,26 @@ __global__ void histogram_zero(int* __restrict__ hist, int bins) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < bins; i += gridDim.x * blockDim.x) hist[i] = 0;
 }
 
+// What every histogram launcher reads from its arguments: t[0] = x (n values), t[1] = the bins counts.
+struct HistArgs {
+  const int* x;
+  int* hist;
+  int64_t n;
+  int bins;
+  explicit HistArgs(const lk_args* args)
+      : x(lk_ptr<const int>(args->t[0])), hist(lk_ptr<int>(args->t[1])), n(args->t[0].numel),
+        bins(int(args->t[1].numel)) {}
+};
+
+static lk_split hist_split(const int* x, int64_t n, int N) {  // x: scalar head | packs of N | scalar tail
+  const void* ptrs[1] = {x};
+  return lk_make_split(n, N, sizeof(int), ptrs, 1);
+}
+
 template <int N, int ACCESS>
 static int launch_histogram(const lk_args* args, cudaStream_t stream) {
-  const int* x = lk_ptr<const int>(args->t[0]);
-  int* hist = lk_ptr<int>(args->t[1]);
-  const int64_t n = args->t[0].numel;
-  const int bins = int(args->t[1].numel);
-  const void* ptrs[1] = {x};
-  const lk_split s = lk_make_split(n, N, sizeof(int), ptrs, 1);
+  const auto [x, hist, n, bins] = HistArgs(args);
+  const lk_split s = hist_split(x, n, N);
   cudaMemsetAsync(hist, 0, sizeof(int) * bins, stream);  // the kernels accumulate into hist
   const int64_t work = s.packs > s.head + s.tail ? s.packs : s.head + s.tail;
   histogram_kernel<N, ACCESS><<<ceil_div<int64_t>(work > 0 ? work : 1, kThreads), kThreads, 0, stream>>>(
@@ -185,12 +197,8 @@ static int launch_histogram_smem(const lk_args* args, cudaStream_t stream) {
     const int rc = launch_histogram<N, 16>(args, stream);
     return rc < 0 ? rc : LK_PATH_FALLBACK;
   }
-  const int* x = lk_ptr<const int>(args->t[0]);
-  int* hist = lk_ptr<int>(args->t[1]);
-  const int64_t n = args->t[0].numel;
-  const int bins = int(args->t[1].numel);
-  const void* ptrs[1] = {x};
-  const lk_split s = lk_make_split(n, N, sizeof(int), ptrs, 1);
+  const auto [x, hist, n, bins] = HistArgs(args);
+  const lk_split s = hist_split(x, n, N);
   constexpr int warps = kSmemThreads / LK_WARP;
   const int fit = kCopiesInts / bins > 1 ? kCopiesInts / bins : 1;
   const int copies = fit < warps ? fit : warps;
@@ -204,10 +212,10 @@ static int launch_histogram_smem(const lk_args* args, cudaStream_t stream) {
 
 // C = the largest power of two <= 32 copies within SMEM_KB KiB (at least one copy, in what a block
 // may opt in to), one block per SM. Kept under ~100 KiB: the rest of the SM's 256 KiB is L1,
-// where the 128 KiB of loads in flight per SM (1024 threads x U = 8 x 16 B) land.
+// where the loads in flight per SM land (1024 threads x U x 16 B: 64 KiB at the default U = 4).
 template <int U, int SMEM_KB>
 static int launch_histogram_sm(const lk_args* args, cudaStream_t stream) {
-  const int bins = int(args->t[1].numel);
+  const auto [x, hist, n, bins] = HistArgs(args);
   const int64_t one = int64_t(sizeof(int)) * bins;
   if (one > lk_smem_optin() - 1024) {  // one copy would not fit: global atomics instead
     const int rc = launch_histogram<4, 16>(args, stream);
@@ -215,10 +223,7 @@ static int launch_histogram_sm(const lk_args* args, cudaStream_t stream) {
   }
   int log_copies = 0;  // copies = 2^log_copies
   while ((1 << log_copies) < LK_WARP && (2 << log_copies) * one <= (int64_t(SMEM_KB) << 10)) ++log_copies;
-  const int* x = lk_ptr<const int>(args->t[0]);
-  int* hist = lk_ptr<int>(args->t[1]);
-  const void* ptrs[1] = {x};
-  const lk_split s = lk_make_split(args->t[0].numel, 4, sizeof(int), ptrs, 1);
+  const lk_split s = hist_split(x, n, 4);
   const int smem = int(one << log_copies);
   if (smem > (48 << 10))
     cudaFuncSetAttribute(histogram_sm_kernel<U>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
