@@ -6,10 +6,12 @@
 //                          lk_edge_index), or "misaligned differently": the caller's scalar kernel
 //   reductions             warp_reduce_sum / warp_reduce_max, block_reduce_sum<THREADS>
 //   conversions            lk_to_float / lk_from_float<T>: storage type <-> f32 math
-//   launch sizing          lk_sm_count, resident_blocks (a grid-stride kernel's grid), lk_cc_major,
-//                          lk_smem_optin
+//   launch sizing          lk_device_attr (cached), lk_sm_count, resident_blocks (a grid-stride kernel's
+//                          grid), lk_cc_major, lk_smem_optin
 //   the row plan           lk_plan_row and what the row kernels of softmax.cu and norm.cu share:
-//                          lk_launch_smem_row, lk_with_packs, row_reduce, to_floats / from_floats,
+//                          lk_launch_smem_row, lk_with_packs, lk_row_at / lk_row_load / lk_row_map,
+//                          row_reduce,
+//                          to_floats / from_floats,
 //                          lk_cp_async16, lk_smem_row_load / lk_smem_row_pass
 #pragma once
 #include <cuda_runtime.h>
@@ -145,42 +147,32 @@ template <> __device__ __forceinline__ __nv_bfloat16 lk_from_float<__nv_bfloat16
 }
 
 // ---- Launch sizing and row helpers shared by the reduction / row-wise kernels -------------
-// SMs of the current device and blocks resident at once for `threads`-thread blocks (the grid
-// of a grid-stride kernel). Cached per device; no stream work, so they are safe in graph capture.
-static inline int lk_sm_count() {
-  static int sms[64];
+// The current device's attribute A, cached per device (`fallback` where there is no device); no
+// stream work, so the launch sizing below is safe in graph capture.
+template <cudaDeviceAttr A>
+static inline int lk_device_attr(int fallback) {
+  static int value[64];
   int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 132;
-  if (!sms[dev]) cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev);
-  return sms[dev];
+  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return fallback;
+  if (!value[dev]) cudaDeviceGetAttribute(&value[dev], A, dev);
+  return value[dev];
 }
 
+static inline int lk_sm_count() { return lk_device_attr<cudaDevAttrMultiProcessorCount>(132); }
+
+// Blocks resident at once for `threads`-thread blocks (the grid of a grid-stride kernel).
 static inline int resident_blocks(int threads) {
-  static int per_sm[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 1024;
-  if (!per_sm[dev]) cudaDeviceGetAttribute(&per_sm[dev], cudaDevAttrMaxThreadsPerMultiProcessor, dev);
-  const int k = per_sm[dev] / threads;
+  const int per_sm = lk_device_attr<cudaDevAttrMaxThreadsPerMultiProcessor>(0);
+  if (per_sm == 0) return 1024;
+  const int k = per_sm / threads;
   return lk_sm_count() * (k > 0 ? k : 1);
 }
 
-// Compute capability major of the current device (9 on Hopper: programmatic launches, clusters).
-static inline int lk_cc_major() {
-  static int major[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 0;
-  if (!major[dev]) cudaDeviceGetAttribute(&major[dev], cudaDevAttrComputeCapabilityMajor, dev);
-  return major[dev];
-}
+// Compute capability major (9 on Hopper: programmatic launches, clusters).
+static inline int lk_cc_major() { return lk_device_attr<cudaDevAttrComputeCapabilityMajor>(0); }
 
 // Most dynamic shared memory one block may opt in to (227 KiB on sm_90, 163 KiB on sm_80).
-static inline int lk_smem_optin() {
-  static int bytes[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev >= 64) return 48 << 10;
-  if (!bytes[dev]) cudaDeviceGetAttribute(&bytes[dev], cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  return bytes[dev];
-}
+static inline int lk_smem_optin() { return lk_device_attr<cudaDevAttrMaxSharedMemoryPerBlockOptin>(48 << 10); }
 
 // How a row kernel covers a row of P packs of VEC elements (row_bytes in all):
 //   warp   the row in registers, a warp per row (8 rows per block, no block barrier), while a
@@ -255,6 +247,31 @@ static inline void lk_with_packs(int packs, F&& f) {
   if constexpr (PMAX >= 8) if (packs == 8) f(std::integral_constant<int, 8>{});
 }
 
+// Where a register-plan row kernel's thread sits: its row (a warp's, or the block's), its index
+// among the threads of that row, their number, and the row's start in x and y (K elements a row).
+template <typename T>
+struct lk_row_place {
+  int64_t row;
+  int tid, nthr;
+  const T* x;
+  T* y;
+};
+template <bool WARP_ROW, typename T>
+__device__ __forceinline__ lk_row_place<T> lk_row_at(const T* x, T* y, int K) {
+  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
+  return {row, int(WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x), int(WARP_ROW ? LK_WARP : blockDim.x), x + row * K,
+          y + row * K};
+}
+
+// The thread's PACKS packs of its row, every load issued before any math (PACKS x 16 B in flight);
+// K % VEC == 0, packs past the row's end are left alone.
+template <typename T, int VEC, int PACKS>
+__device__ __forceinline__ void lk_row_load(Pack<T, VEC> (&r)[PACKS], const T* xr, int tid, int nthr, int K) {
+#pragma unroll
+  for (int p = 0; p < PACKS; ++p)
+    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);
+}
+
 // Sum or max over a warp (WARP_ROW) or over the block, for any blockDim.
 template <bool WARP_ROW, bool MAX>
 __device__ __forceinline__ float row_reduce(float v, float* scratch) {
@@ -302,6 +319,23 @@ __device__ __forceinline__ void from_floats(Pack<T, N>& p, const float (&f)[N]) 
       if constexpr (std::is_same_v<T, __half>) *reinterpret_cast<__half2*>(&p.elem[k]) = __floats2half2_rn(f[k], f[k + 1]);
       else *reinterpret_cast<__nv_bfloat162*>(&p.elem[k]) = __floats2bfloat162_rn(f[k], f[k + 1]);
     }
+  }
+}
+
+// y = f(x) elementwise over one row, in f32, VEC-wide packs strided over the block: the streaming
+// row kernels' last pass, after their reductions.
+template <typename T, int VEC, typename F>
+__device__ __forceinline__ void lk_row_map(const T* xr, T* yr, int K, F f) {
+#pragma unroll 4
+  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
+    Pack<T, VEC> r, o;
+    lk_load<VEC * sizeof(T)>(r, xr + c);
+    float v[VEC];
+    to_floats(v, r);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = f(v[k]);
+    from_floats(o, v);
+    lk_store<VEC * sizeof(T)>(yr + c, o);
   }
 }
 

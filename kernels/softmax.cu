@@ -190,17 +190,10 @@ template <typename T, int VEC, int PACKS, bool WARP_ROW>
 __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
                                                         int64_t rows, int K) {
   __shared__ float scratch[LK_WARP];
-  const int64_t row = WARP_ROW ? int64_t(blockIdx.x) * (blockDim.x / LK_WARP) + threadIdx.x / LK_WARP : blockIdx.x;
-  const int tid = WARP_ROW ? threadIdx.x % LK_WARP : threadIdx.x;
-  const int nthr = WARP_ROW ? LK_WARP : blockDim.x;
+  const auto [row, tid, nthr, xr, yr] = lk_row_at<WARP_ROW>(x, y, K);
   if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
-  const T* xr = x + row * K;
-  T* yr = y + row * K;
-
   Pack<T, VEC> r[PACKS];
-#pragma unroll
-  for (int p = 0; p < PACKS; ++p)  // every load issued before any math: PACKS x 16 B in flight
-    if ((p * nthr + tid) * VEC < K) lk_load<16>(r[p], xr + (p * nthr + tid) * VEC);  // K % VEC == 0
+  lk_row_load(r, xr, tid, nthr, K);
   // per-pack partial max and sum (two accumulators each), packs combined at the end: short
   // dependency chains (one chain through a thread's 32 values ran f16 rows at 86-90 % of peak)
   float v[PACKS][VEC], pm[PACKS];
@@ -330,17 +323,7 @@ __global__ void __launch_bounds__(512) softmax_rows_online(const T* __restrict__
   }
   acc = block_reduce_ms(acc, scratch);
   const float mx = acc.m, inv = 1.f / acc.s;
-#pragma unroll 4
-  for (int c = threadIdx.x * VEC; c < K; c += blockDim.x * VEC) {
-    Pack<T, VEC> r, o;
-    lk_load<VEC * sizeof(T)>(r, xr + c);
-    float f[VEC];
-    to_floats(f, r);
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) f[k] = __expf(f[k] - mx) * inv;
-    from_floats(o, f);
-    lk_store<VEC * sizeof(T)>(yr + c, o);
-  }
+  lk_row_map<T, VEC>(xr, yr, K, [=](float v) { return __expf(v - mx) * inv; });
 }
 
 template <typename T, int VEC>
