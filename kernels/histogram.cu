@@ -18,8 +18,8 @@
 // Where the counts sit matters to the global-atomic kernels (i32, i32x4, and torch's index_add_):
 // 256 counts (1 KiB) starting on a 1 KiB boundary took 4.33 ms for 2^24 values, straddling two
 // 1 KiB blocks 2.08 ms, on both GPUs (16 counts: 3.11 ms anywhere), as if each 1 KiB block were
-// served by one L2 unit. A buffer's place is the allocator's, so these rows move by 2x between processes
-// (logs/8f3709c0c950/atomic-place.log).
+// served by one L2 unit. A buffer's place is the allocator's, so these rows can move by 2x between
+// processes (logs/8f3709c0c950/atomic-place.log).
 // Any n and alignment: scalar head + packs + scalar tail (one input pointer is always
 // splittable). i32x4_smem falls back to i32x4 (LK_PATH_FALLBACK) when one copy of the
 // histogram does not fit in 48 KiB of shared memory (bins > 12288); i32x4_sm when one copy does

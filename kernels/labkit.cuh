@@ -10,9 +10,8 @@
 //                          grid), lk_cc_major, lk_smem_optin
 //   the row plan           lk_plan_row and what the row kernels of softmax.cu and norm.cu share:
 //                          lk_launch_smem_row, lk_with_packs, lk_row_at / lk_row_load / lk_row_map,
-//                          row_reduce,
-//                          to_floats / from_floats,
-//                          lk_cp_async16, lk_smem_row_load / lk_smem_row_pass
+//                          row_reduce, to_floats / from_floats, lk_cp_async16,
+//                          lk_smem_row_load / lk_smem_row_pass
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

@@ -5,8 +5,9 @@ relation expected between each pair, its reason, and whether it holds on this ru
     labkit reconcile add f16x8_pack 4096x4096 -d f16 [--out FILE.json]
 
 The clocks (labkit.clocks.harnesses): labkit in each cache state of its registry (events and
-CUPTI; its hot graph also replayed on an idle GPU, as triton replays its own), nvbench through cuda-bench (cold and batch), triton's do_bench and do_bench_cudagraph, and
-Nsight Systems' kernel durations per state. Every external harness is optional: a missing one
+CUPTI; its hot graph also replayed on an idle GPU, as triton replays its own), nvbench through
+cuda-bench (cold and batch), triton's do_bench and do_bench_cudagraph, and Nsight Systems' kernel
+durations per state. Every external harness is optional: a missing one
 says "not installed" in its rows. The relations are data (labkit.clocks.relations.RELATIONS).
 A result file holds {"configs": [record, ...]}, each record one configuration's rows with the
 provenance of its run (GPU, driver, CUDA, torch, date, commit) and the harnesses' versions."""

@@ -4,8 +4,8 @@ judged by the same code as a live run.
 
 A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
 (labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events" or "idle" (hot's graph
-replayed on an idle GPU); nvbench: "cold" / "batch"; triton:
-"do_bench" / "do_bench_cudagraph"; nsys: a cache state, clock "nsys"). A row without a number says
+replayed on an idle GPU); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
+nsys: a cache state, clock "nsys"). A row without a number says
 why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
 "nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
 stands for every cache state labkit measured (or those of them the relation lists in `over`), so a
@@ -107,7 +107,8 @@ RELATIONS = (
 )
 
 
-SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU"}  # labkit's clocks besides its events
+# labkit's clocks besides its events
+SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU"}
 
 
 def label(row: dict) -> str:
