@@ -82,6 +82,42 @@ def test_access_width_is_of_the_state_its_block_names(tmp_path):
         readme.render("<!-- data:access-width warm -->\n<!-- /data -->\n", tmp_path)
 
 
+def test_zoo_goal_judges_reductions_from_64_mib_and_names_what_misses(tmp_path):
+    """Issue 25's rule: reductions from 64 MiB of input (histogram at >= 4096 bins), other ops from 256
+    MiB moved; a row whose kernels reach the goal while its events do not reads `kernel only`, a tie
+    with torch (verdict SAME at 1.01x) is no miss, a SLOWER verdict is."""
+    import json
+
+    from labkit.benchmarks.zoo import judged, kernel_pct, goal_table
+
+    assert judged("reduce_sum", {"bytes": 64 << 20, "shape": "16777216"})
+    assert not judged("reduce_sum", {"bytes": (64 << 20) - 4, "shape": "16777215"})
+    assert not judged("relu", {"bytes": 128 << 20, "shape": "4096x4096"})
+    assert judged("histogram", {"bytes": (64 << 20) + 4 * 4096, "shape": "16777216x4096"})
+    assert not judged("histogram", {"bytes": (64 << 20) + 1024, "shape": "16777216x256"})
+    assert judged("histogram", {"bytes": (256 << 20) + 1024, "shape": "67108864x256"})
+
+    def row(variant, shape, pct, kernel_pct_, vs=None, verdict=None):
+        peak = 3000.0
+        return {"op": "reduce_sum", "variant": variant, "dtype": "f32", "shape": shape, "mode": "cold", "status": "ok",
+                "bytes": int(shape) * 4, "time_us": 100 / pct, "pct_peak": pct, "peak_gbps": peak,
+                "kernel_gbps": peak * kernel_pct_ / 100, "vs_torch": vs, "vs_torch_verdict": verdict}
+
+    assert kernel_pct(row("a", "16777216", 90, 97)) == 97 and kernel_pct({"pct_peak": 90}) is None
+    cases = {"kernel only": [row("a", "16777216", 91, 96, 0.9, "FASTER"), row("a", "67108864", 97, 98, 1.01, "SAME")],
+             "met": [row("a", "67108864", 97, 98, 1.01, "SAME"), row("a", "1024", 10, 11, 2.0, "SLOWER")],
+             "MISSED": [row("a", "16777216", 91, 92, 0.9, "FASTER"), row("a", "67108864", 97, 98, 1.01, "SLOWER")]}
+    for goal, rows in cases.items():
+        d = tmp_path / goal.replace(" ", "_")
+        d.mkdir()
+        (d / "reduce-sum.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        line, = [x for x in goal_table(d).splitlines() if x.startswith("| reduce_sum")]
+        assert f"| {goal} |" in line, (goal, line)
+        assert ("67108864 (97 %, kernel 98 %, 1.01x SLOWER)" in line) == (goal == "MISSED")
+        assert ("16777216 (91 %, kernel 96 %, 0.90x FASTER)" in line) == (goal == "kernel only")
+        assert "1024" not in line.split("|")[-2]  # 4 KiB: not judged
+
+
 def test_zoo_goals_are_judged_per_dram_state_never_across_states(tmp_path):
     """relu recorded cold, rotating and hot on one GPU (hot 3x faster: far above the copy peak), cold
     only on the other: a line per op, dtype and state whose inputs come from DRAM, with that state's
