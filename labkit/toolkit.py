@@ -42,7 +42,8 @@ TIMEOUT_ENV = "LABKIT_TOOL_TIMEOUT_S"
 # Seconds one run may take before it is stopped: far above the slowest runs on a loaded 2-core box
 # (softmax.cu's cubin 7 s, cuobjdump -sass of it 2 s, c++filt of its names 0.02 s); nsys and ncu keep
 # the 600 s they had; git and nvidia-smi answer at once or hang.
-TIMEOUT_S = {"nvcc": 600, "cuobjdump": 120, "c++filt": 60, "nsys": 600, "ncu": 600, "git": 5, "nvidia-smi": 10}
+TIMEOUT_S = {"nvcc": 600, "cuobjdump": 120, "c++filt": 60, "nsys": 600, "ncu": 600, "git": 5, "nvidia-smi": 10,
+             "worker start": 180}  # the last: a labkit worker process's start (labkit.workers)
 TERM_GRACE_S = 2  # after SIGTERM, how long the group may take to end before SIGKILL
 KILL_GRACE_S = 5  # after SIGKILL, how long to wait for the pipes to close
 

@@ -27,10 +27,12 @@ from multiprocessing.connection import Connection
 
 from .device import resolve_gpus
 from .errors import ConfigError, LabkitError
+from .toolkit import TIMEOUT_S, timeout_s
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
 PHASE_TIMEOUT_S = 120     # any other phase of one configuration (a hung kernel is killed after this)
-START_TIMEOUT_S = 180
+START_TIMEOUT_S = TIMEOUT_S["worker start"]  # $LABKIT_TOOL_TIMEOUT_S lengthens it: under compute-sanitizer's
+# memcheck, which follows the worker too, a worker of 8 pytest-xdist processes took over 180 s to start
 
 
 class WorkerError(LabkitError):
@@ -40,9 +42,10 @@ class WorkerError(LabkitError):
 class Worker:
     """One worker process, its socket and its lifeline."""
 
-    def __init__(self, gpu, runner_spec, env=None, start_timeout_s=START_TIMEOUT_S):
+    def __init__(self, gpu, runner_spec, env=None, start_timeout_s=None):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
+        start_timeout_s = timeout_s("worker start") if start_timeout_s is None else start_timeout_s
         env = dict(os.environ, **self.env)
         if gpu is not None:
             env.update(CUDA_VISIBLE_DEVICES=gpu["uuid"], LABKIT_GPU_INDEX=str(gpu["index"]))

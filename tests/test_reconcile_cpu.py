@@ -96,6 +96,22 @@ def test_absent_harnesses_say_not_installed(monkeypatch):
     assert "n/a: triton do_bench_cudagraph: not installed (pip install triton)" in out
 
 
+def test_alternated_rounds_give_each_clock_its_median():
+    """hot, the idle replay and triton's graph are measured in turn: each label's number is the median of
+    its rounds (one round shifted by 10 % does not move it), samples summed, the rounds in the note; a
+    round without a number gives that round's row (it says why)."""
+    row = harnesses.row
+    rounds = [[row("labkit", "hot", "events", 1.74, 100, "budget"), row("triton", "do_bench_cudagraph", "events", 1.93, 10)],
+              [row("labkit", "hot", "events", 1.91, 100, "budget"), row("triton", "do_bench_cudagraph", "events", 1.91, 10)],
+              [row("labkit", "hot", "events", 1.92, 90, "budget"), row("triton", "do_bench_cudagraph", "events", 1.92, 10)]]
+    hot, graph = harnesses.rounds_median(rounds)
+    assert (hot["median_us"], hot["samples"], graph["median_us"], graph["samples"]) == (1.91, 290, 1.92, 30)
+    assert hot["note"] == "budget; median of 3 alternated rounds: 1.740, 1.910, 1.920 µs"
+    assert graph["note"] == "median of 3 alternated rounds: 1.930, 1.910, 1.920 µs"
+    rounds[1][1] = row("triton", "do_bench_cudagraph", "events", None, None, "recheck failed: output 0")
+    assert harnesses.rounds_median(rounds)[1]["note"] == "recheck failed: output 0"
+
+
 def test_the_states_come_from_the_registry(monkeypatch):
     """A state labkit's registry gains is reconciled (and offered by the command) without an edit."""
     from fake_runner import FakeRunner

@@ -153,23 +153,45 @@ def idle_rows(subject, states) -> list:
 
 
 # ---- triton -------------------------------------------------------------------------------------
-def triton_rows(subject) -> list:
+def triton_rows(subject, measures=MEASURES["triton"]) -> list:
+    """triton's rows for `measures` (do_bench, do_bench_cudagraph or both), on the Subject."""
     if not installed("triton"):
-        return not_installed("triton", MEASURES["triton"])
+        return not_installed("triton", measures)
     import torch
 
     try:
         from triton.testing import do_bench, do_bench_cudagraph
 
-        cold = do_bench(subject.go, return_mode="all")
-        with torch.cuda.stream(torch.cuda.Stream()):  # graph capture needs a side stream
-            graph = do_bench_cudagraph(subject.go, return_mode="all")
+        ms = {}
+        if "do_bench" in measures:
+            ms["do_bench"] = do_bench(subject.go, return_mode="all")
+        if "do_bench_cudagraph" in measures:
+            with torch.cuda.stream(torch.cuda.Stream()):  # graph capture needs a side stream
+                ms["do_bench_cudagraph"] = do_bench_cudagraph(subject.go, return_mode="all")
     except Exception as e:  # an optional tool's failure is a row, not the end of the comparison
-        return absent("triton", MEASURES["triton"], error_note(e))
+        return absent("triton", measures, error_note(e))
     bad = subject.recheck()
-    return [row("triton", m, "events", None if bad else float(np.median(ms)) * 1e3, len(ms),
-                f"recheck failed: {bad}" if bad else "")
-            for m, ms in zip(MEASURES["triton"], (cold, graph))]
+    return [row("triton", m, "events", None if bad else float(np.median(ms[m])) * 1e3, len(ms[m]),
+                f"recheck failed: {bad}" if bad else "") for m in measures]
+
+
+def rounds_median(rounds: list) -> list:
+    """Rows measured in alternating rounds (one list of rows per round, the same labels in each) as
+    one row per label: the median of its rounds' numbers, their samples summed, and the rounds'
+    numbers in the note."""
+    out = []
+    for first in rounds[0]:
+        key = (first["harness"], first["measure"], first["clock"])
+        same = [r for rs in rounds for r in rs if (r["harness"], r["measure"], r["clock"]) == key]
+        xs = [r["median_us"] for r in same if r["median_us"] is not None]
+        if len(xs) < len(same):  # a round without a number: that round's row says why
+            out.append(next(r for r in same if r["median_us"] is None))
+            continue
+        n = [r["samples"] for r in same if r["samples"] is not None]
+        note = "; ".join(filter(None, [first["note"], f"median of {len(xs)} alternated rounds: "
+                                       + ", ".join(f"{x:.3f}" for x in xs) + " µs"]))
+        out.append(row(*key, float(np.median(xs)), sum(n) if n else None, note))
+    return out
 
 
 # ---- nvbench (cuda-bench), in a child process -----------------------------------------------------
