@@ -16,16 +16,20 @@ def test_every_installed_harness_gives_a_number(tmp_path, monkeypatch):
     out = tmp_path / "reconcile.json"
     df = labkit.reconcile("add", "f16x8_pack", "4096x4096", "f16", budget_s=0.3, timeout_s=5, out=out, show=False)
     missing = df[df["median_us"].isna()]
-    assert set(missing["harness"]) <= {"nvbench", "triton", "nsys"}, missing
+    # labkit's idle replay and its hot without CUPTI run beside triton's graph, in its child process
+    child = (df["harness"] == "labkit") & df["clock"].isin(["idle", "untraced"])
+    assert set(missing[~child]["harness"]) <= {"nvbench", "triton", "nsys"}, missing
     assert missing["note"].str.startswith("not installed").all(), missing.to_string()
     assert (df["median_us"].dropna() > 0).all()
     for harness, module in (("nvbench", "cuda.bench"), ("triton", "triton")):
         assert installed(module) == bool(df[df["harness"] == harness]["median_us"].notna().all()), harness
     labkit_rows = df[df["harness"] == "labkit"]
     assert set(labkit_rows["measure"]) == set(names())
-    assert set(labkit_rows["clock"]) == {"events", "CUPTI", "CUPTI events", "idle"}
-    idle = labkit_rows[labkit_rows["clock"] == "idle"]  # hot's graph replayed on an idle GPU, as triton replays its
-    assert list(idle["measure"]) == ["hot"] and idle["median_us"].notna().all(), idle.to_string()
+    assert set(labkit_rows["clock"]) == {"events", "CUPTI", "CUPTI events", "idle", "untraced"}
+    graph = labkit_rows[labkit_rows["clock"].isin(["idle", "untraced"])]  # from the child, 3 rounds each
+    assert list(graph["measure"]) == ["hot", "hot"], graph.to_string()
+    assert graph["median_us"].notna().all() == installed("triton"), graph.to_string()
+    assert not installed("triton") or graph["note"].str.contains("median of 3 alternated rounds").all()
     assert len(df.attrs["relations"]) >= len(names())  # every relation judged or said why not
     rec = json.loads(out.read_text())["configs"][0]
     assert rec["gpu"] and rec["commit"] and rec["date"] and len(rec["rows"]) == len(df)

@@ -5,11 +5,10 @@ relation expected between each pair, its reason, and whether it holds on this ru
     labkit reconcile add f16x8_pack 4096x4096 -d f16 [--out FILE.json]
 
 The clocks (labkit.clocks.harnesses): labkit in each cache state of its registry (events and
-CUPTI; its hot graph also replayed on an idle GPU, as triton replays its own; hot, the idle replay and
-do_bench_cudagraph measured in turn over ROUNDS rounds), nvbench through
-cuda-bench (cold and batch), triton's do_bench and do_bench_cudagraph, and Nsight Systems' kernel
-durations per state. Every external harness is optional: a missing one
-says "not installed" in its rows. The relations are data (labkit.clocks.relations.RELATIONS).
+CUPTI), triton's do_bench, and in a child process that never ran CUPTI triton's do_bench_cudagraph
+beside labkit's hot graph replayed on an idle GPU and labkit's hot without CUPTI
+(labkit.clocks.graph_child); nvbench through cuda-bench (cold and batch), and Nsight Systems' kernel
+durations per state. Every external harness is optional: a missing one says "not installed" in its rows. The relations are data (labkit.clocks.relations.RELATIONS).
 A result file holds {"configs": [record, ...]}, each record one configuration's rows with the
 provenance of its run (GPU, driver, CUDA, torch, date, commit) and the harnesses' versions."""
 from __future__ import annotations
@@ -23,12 +22,8 @@ from ..errors import ConfigError
 from .relations import RELATIONS, verdicts  # noqa: F401  (the relations are part of the face)
 
 PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each record names
-# labkit's hot, its idle replay and triton's do_bench_cudagraph are measured in turn, this many
-# rounds, each reported as the median of its rounds: in one process the same graph of 2 µs launches
-# moved by 10 % between two rounds, every way of replaying it alike (H100 add f16 1024²: 1.74 then
-# 1.92 µs a launch, SM clock 1980 MHz throughout; logs/d3ee74d7d7b4/graph_gap2.log)
-ROUNDS = 3
-HARNESS_ORDER, CLOCK_ORDER = ("labkit", "triton", "nvbench", "nsys"), ("events", "CUPTI", "CUPTI events", "idle", "nsys")
+HARNESS_ORDER, CLOCK_ORDER = ("labkit", "triton", "nvbench", "nsys"), ("events", "CUPTI", "CUPTI events", "idle", "untraced",
+                                                                     "nsys")
 
 
 def configs(op, variant, shape, dtype=None, states=None, rule=None) -> list:
@@ -56,20 +51,17 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
     import torch
 
     from . import harnesses as h
+    from .graph_child import none
 
     device.require_gpu()
     cfg, states = cfgs[0], [c.mode for c in cfgs]
     subject = h.Subject(cfg)  # a wrong kernel stops here, before any harness times it
-    graph = ("do_bench_cudagraph",)
-    rows = h.labkit_rows([c for c in cfgs if c.mode != "hot"])
+    rows = h.labkit_rows(cfgs)
     rows += h.absent("triton", ("do_bench",), "skipped") if "triton" in skip else h.triton_rows(subject, ("do_bench",))
-    hot = [c for c in cfgs if c.mode == "hot"]
-    rounds = [h.labkit_rows(hot) + h.idle_rows(subject, states)
-              + (h.absent("triton", graph, "skipped") if "triton" in skip else h.triton_rows(subject, graph))
-              for _ in range(ROUNDS if hot else 1)]
-    rows += h.rounds_median(rounds)
     del subject
     torch.cuda.empty_cache()  # the child processes below need the GPU memory this process cached
+    if "hot" in states:  # triton's graph and labkit's hot again, in a process without CUPTI (graph_child)
+        rows += none("skipped") if "triton" in skip else h.graph_rows(cfg, cfg.rule.budget_s)
     rows += h.absent("nvbench", h.MEASURES["nvbench"], "skipped") if "nvbench" in skip else \
         h.nvbench_rows(cfg, timeout_s)
     if "nsys" in skip:

@@ -194,6 +194,32 @@ def rounds_median(rounds: list) -> list:
     return out
 
 
+def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
+    """triton's do_bench_cudagraph, labkit's idle replay and labkit's hot without CUPTI, alternated in
+    a child process that never ran CUPTI (labkit.clocks.graph_child says why)."""
+    from .graph_child import MEASURES as GRAPH, none
+
+    if not installed("triton"):
+        return none(f"not installed ({INSTALL['triton']})")
+    if cfg.variant.is_inline:
+        return none(CHILD_ONLY)
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="labkit-graph-") as d:
+        out = Path(d) / "rows.json"
+        argv = [sys.executable, "-m", "labkit.clocks.graph_child", cfg.op, cfg.variant.name, cfg.shape_s, cfg.dtype,
+                str(out), "--device", str(torch.cuda.current_device()), "--budget", f"{budget_s:g}"]
+        try:
+            r = run_tool(argv, timeout_s, "the graph clocks' child")
+        except LabkitError as e:
+            return none(error_note(e))
+        if not out.exists():
+            return none(f"error: the graph child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
+        rows = json.loads(out.read_text())["rows"]
+        assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(GRAPH), rows
+        return rows
+
+
 # ---- nvbench (cuda-bench), in a child process -----------------------------------------------------
 def nvbench_rows(cfg, timeout_s: float) -> list:
     if not installed("cuda.bench"):

@@ -3,8 +3,8 @@ data, and checked on one configuration's rows. No GPU and no torch here: the rec
 judged by the same code as a live run.
 
 A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
-(labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events" or "idle" (hot's graph
-replayed on an idle GPU); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
+(labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events", "idle" (hot's graph
+replayed on an idle GPU) or "untraced" (hot in a process without CUPTI); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
 nsys: a cache state, clock "nsys"). A row without a number says
 why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
 "nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
@@ -51,26 +51,26 @@ RELATIONS = (
              "why; from 4096² within 1.2 %"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
-             "launches; they differ in how the replay starts. labkit's waits behind its blocking kernel, "
-             "triton's starts on an idle GPU, and a graph started on an idle GPU runs its kernels 0.2-0.7 µs "
-             "apart (the two relations below, measured in this run). From 8192² the difference is inside 2 %; "
-             "at 4096² 2-4 %; for kernels of a few µs 10-30 %"),
+             "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
+             "torch.profiler has run, each graph node costs the host ~0.47 µs at launch, and a replay started "
+             "on an idle GPU, as triton's is, waits for it). For kernels of a few µs the two can still differ "
+             "by ~10 %: a process's back-to-back launches of a 2 µs kernel ran 10 % further apart after "
+             "0.2-0.4 s of them, and stayed so (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 "
+             "MHz, logs/384094ebd7be/graph-state2.log); triton's 0.2 s of replays gets there, labkit's hot "
+             "samples in another process may not. The next relation compares the two in one process"),
+    Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
+             "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
+             "(each the median of its rounds): labkit's hot graph behind its blocking kernel, triton's started "
+             "on an idle GPU"),
     Relation("labkit hot on an idle GPU", "triton do_bench_cudagraph", "≈", 0.03,
-             "the same measurement: a graph of back-to-back launches started with nothing queued ahead, events "
-             "around the replay; only the graph's length differs (labkit's ~2 ms, triton's ~20 ms), which "
-             "changed nothing measurable (H100 add f16 1024²: 620 and 3000 launches, 2.39 and 2.42 µs, "
-             "logs/599db95bf2cf/graph-gap.log). It holds from 4096² on both GPUs and at 1024²-2048² on the "
-             "H200 for f16x8_pack; at <= 2048² on the H100 labkit's idle replay read 6-18 % below triton's in "
-             "the same process (a75783eb9464) although a replay of the same kind had matched it (2.39 vs "
-             "2.40 µs, 599db95bf2cf): for kernels of 2-5 µs a graph replayed on an idle GPU varies by that "
-             "much from process to process, and why is not established"),
-    Relation("labkit hot", "labkit hot on an idle GPU", "≤", 0.01,
-             "the same graph on the same buffers: replayed behind the blocking kernel (labkit's hot) its "
-             "launches run back to back; started on an idle GPU, each launch takes 0.2-0.7 µs longer (H100, "
-             "the same graph object: 1024² 1.93 vs 2.39, 2048² 4.13 vs 4.62, 4096² 35.17 vs 35.88 µs per "
-             "launch, 620 or 3000 launches alike). Under CUPTI both replays take the same time per kernel, so "
-             "the cost lies in how the GPU starts each kernel of a replay it began idle, not in the kernel; "
-             "what in the GPU causes it is not established"),
+             "the same measurement in the same process: a graph of back-to-back launches started with nothing "
+             "queued ahead, events around the replay; only the graph's length differs (labkit's ~2 ms, "
+             "triton's ~20 ms)"),
+    Relation("labkit hot without CUPTI", "labkit hot on an idle GPU", "≤", 0.01,
+             "the same graph in the same process: behind the blocking kernel all of it is submitted before it "
+             "starts, while a replay started on an idle GPU can wait for the host's submission: +0.5-2 % in a "
+             "process without CUPTI, +25 % at 1024² once torch.profiler had run in it (H100 add f16: 1.91 vs "
+             "2.38 µs a launch, logs/384094ebd7be/graph_state.log)"),
     Relation("labkit hot", "nvbench batch", "≈", 0.03,
              "both time back-to-back launches with no flush; nvbench enqueues them one by one behind its blocking "
              "kernel and reports the mean, labkit replays a graph and reports the median. Through cuda-bench "
@@ -108,7 +108,7 @@ RELATIONS = (
 
 
 # labkit's clocks besides its events
-SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU"}
+SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU", "untraced": " without CUPTI"}
 
 
 def label(row: dict) -> str:

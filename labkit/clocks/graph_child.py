@@ -1,0 +1,67 @@
+"""triton's do_bench_cudagraph next to labkit's hot graph, in a process that never ran CUPTI:
+
+    python -m labkit.clocks.graph_child OP VARIANT SHAPE DTYPE OUT.json [--device N] [--budget S]
+
+Once torch.profiler (CUPTI: labkit's kernel time) has run in a process, every graph node costs the
+host ~0.47 µs at launch for the rest of that process (H100 add f16 1024²: 0.013 -> 0.48 µs a launch,
+logs/384094ebd7be/graph_state.log), and a replay that starts on an idle GPU (triton's) then runs at the
+host's pace. Here, on a Subject made from the configuration's seed, ROUNDS rounds of: triton's
+do_bench_cudagraph, labkit's hot graph replayed on an idle GPU, and labkit's hot (events, no CUPTI),
+each reported as the median of its rounds. OUT.json gets {"rows": [...]}."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..config import make_rule, resolve
+from ..errors import LabkitError
+from .harnesses import Subject, error_note, idle_rows, rounds_median, row, triton_rows
+
+# the three alternate, this many rounds: within one process the same graph of 2 µs launches moved by
+# 10 % after ~0.2-0.4 s of back-to-back launches and stayed there, every way of replaying it alike
+# (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz; logs/384094ebd7be/graph-state2.log)
+ROUNDS = 3
+MEASURES = (("triton", "do_bench_cudagraph", "events"), ("labkit", "hot", "idle"), ("labkit", "hot", "untraced"))
+
+
+def measure(subject, budget_s: float) -> list:
+    from ..timing import measure as time_it
+
+    rounds = []
+    for _ in range(ROUNDS):
+        rows = triton_rows(subject, ("do_bench_cudagraph",)) + idle_rows(subject, ["hot"])
+        m = time_it(subject.go, "hot", make_rule(budget_s=budget_s))
+        bad = subject.recheck()
+        rows.append(row("labkit", "hot", "untraced", None if bad else m.summary.median * 1e6, len(m.samples_s),
+                        f"recheck failed: {bad}" if bad else f"{m.stop_reason}; in a process without CUPTI"))
+        rounds.append(rows)
+    return rounds_median(rounds)
+
+
+def none(note: str) -> list:
+    """The rows of this child without numbers, saying why."""
+    return [row(*key, note=note) for key in MEASURES]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name in ("op", "variant", "shape", "dtype", "out"):
+        ap.add_argument(name)
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=0.3, help="labkit's sampling per hot measurement, seconds")
+    a = ap.parse_args(argv)
+    import torch
+
+    torch.cuda.set_device(a.device)
+    try:
+        rows = measure(Subject(resolve(a.op, a.variant, a.dtype, a.shape)), a.budget)
+    except (LabkitError, RuntimeError) as e:
+        rows = none(error_note(e))
+    Path(a.out).write_text(json.dumps({"rows": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
