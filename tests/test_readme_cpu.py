@@ -113,8 +113,8 @@ def test_zoo_goal_judges_reductions_from_64_mib_and_names_what_misses(tmp_path):
         (d / "reduce-sum.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         line, = [x for x in goal_table(d).splitlines() if x.startswith("| reduce_sum")]
         assert f"| {goal} |" in line, (goal, line)
-        assert ("67108864 (97 %, kernel 98 %, 1.01x SLOWER)" in line) == (goal == "MISSED")
-        assert ("16777216 (91 %, kernel 96 %, 0.90x FASTER)" in line) == (goal == "kernel only")
+        assert ("67108864 (97.0 %, kernel 98.0 %, 1.01x SLOWER)" in line) == (goal == "MISSED")
+        assert ("16777216 (91.0 %, kernel 96.0 %, 0.90x FASTER)" in line) == (goal == "kernel only")
         assert "1024" not in line.split("|")[-2]  # 4 KiB: not judged
 
 

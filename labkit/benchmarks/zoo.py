@@ -135,7 +135,7 @@ def _goal_line(op: str, dtype: str, mode: str, best: dict) -> str:
     ev = {s: r["pct_peak"] >= MEMORY_GOAL_PCT for s, r in best.items()}
     kern = {s: (kernel_pct(r) or 0) >= MEMORY_GOAL_PCT for s, r in best.items()}
     slow = {s: _slower(r) for s, r in best.items()}
-    misses = [f"{s} ({r['pct_peak']:.0f} %, kernel {_f(kernel_pct(r), '.0f')} %, {_f(r.get('vs_torch'), '.2f')}x"
+    misses = [f"{s} ({r['pct_peak']:.1f} %, kernel {_f(kernel_pct(r), '.1f')} %, {_f(r.get('vs_torch'), '.2f')}x"
               + (f" {r['vs_torch_verdict']}" if r.get("vs_torch_verdict") else "") + ")"
               for s, r in best.items() if not ev[s] or slow[s]]
     goal = ("met" if not misses else "kernel only" if all(kern.values()) and not any(slow.values()) else "MISSED")
