@@ -49,7 +49,7 @@ FLOORS = [
         "__init__": "the API", "cli": "", "explore": "`explore/`", "nsight": "`nsight/`", "why": "", "hints": "",
         "roofline": "", "recorded": "", "tables": "", "readme": "",
         "serve": "`serve/`, `labkit serve`: queue, dispatcher, GPU guard, board", "benchmarks": "`benchmarks/`",
-        "clocks": "`clocks/`, `labkit reconcile`: the harnesses, the relations as data, nvbench's child process",
+        "clocks": "`clocks/`, `labkit reconcile`: the harnesses, the relations as data, nvbench's and triton's graph's child processes",
         "selftest": "`labkit aa`: the A/A test", "main_job": "`labkit` with no arguments",
         "notebooks": "`labkit workshop`: attendee copies, the strip filter and save hook",
         "labs": "what the labs' cells share",

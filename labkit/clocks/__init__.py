@@ -51,7 +51,6 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
     import torch
 
     from . import harnesses as h
-    from .graph_child import none
 
     device.require_gpu()
     cfg, states = cfgs[0], [c.mode for c in cfgs]
@@ -61,7 +60,7 @@ def measure(cfgs, skip=(), timeout_s: float = 15.0, nsys=None) -> dict:
     del subject
     torch.cuda.empty_cache()  # the child processes below need the GPU memory this process cached
     if "hot" in states:  # triton's graph and labkit's hot again, in a process without CUPTI (graph_child)
-        rows += none("skipped") if "triton" in skip else h.graph_rows(cfg, cfg.rule.budget_s)
+        rows += h.graph_none("skipped") if "triton" in skip else h.graph_rows(cfg, cfg.rule.budget_s)
     rows += h.absent("nvbench", h.MEASURES["nvbench"], "skipped") if "nvbench" in skip else \
         h.nvbench_rows(cfg, timeout_s)
     if "nsys" in skip:

@@ -17,18 +17,17 @@ from pathlib import Path
 
 from ..config import make_rule, resolve
 from ..errors import LabkitError
-from .harnesses import Subject, error_note, idle_rows, rounds_median, row, triton_rows
+from ..timing import measure as time_it
+from .harnesses import Subject, error_note, graph_none, idle_rows, rounds_median, row, triton_rows
 
 # the three alternate, this many rounds: within one process the same graph of 2 µs launches moved by
 # 10 % after ~0.2-0.4 s of back-to-back launches and stayed there, every way of replaying it alike
 # (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz; logs/384094ebd7be/graph-state2.log)
 ROUNDS = 3
-MEASURES = (("triton", "do_bench_cudagraph", "events"), ("labkit", "hot", "idle"), ("labkit", "hot", "untraced"))
 
 
 def measure(subject, budget_s: float) -> list:
-    from ..timing import measure as time_it
-
+    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds."""
     rounds = []
     for _ in range(ROUNDS):
         rows = triton_rows(subject, ("do_bench_cudagraph",)) + idle_rows(subject, ["hot"])
@@ -38,11 +37,6 @@ def measure(subject, budget_s: float) -> list:
                         f"recheck failed: {bad}" if bad else f"{m.stop_reason}; in a process without CUPTI"))
         rounds.append(rows)
     return rounds_median(rounds)
-
-
-def none(note: str) -> list:
-    """The rows of this child without numbers, saying why."""
-    return [row(*key, note=note) for key in MEASURES]
 
 
 def main(argv=None) -> int:
@@ -58,7 +52,7 @@ def main(argv=None) -> int:
     try:
         rows = measure(Subject(resolve(a.op, a.variant, a.dtype, a.shape)), a.budget)
     except (LabkitError, RuntimeError) as e:
-        rows = none(error_note(e))
+        rows = graph_none(error_note(e))
     Path(a.out).write_text(json.dumps({"rows": rows}))
     return 0
 

@@ -194,15 +194,22 @@ def rounds_median(rounds: list) -> list:
     return out
 
 
+# the rows of labkit.clocks.graph_child, in its order
+GRAPH_CHILD = (("triton", "do_bench_cudagraph", "events"), ("labkit", "hot", "idle"), ("labkit", "hot", "untraced"))
+
+
+def graph_none(note: str) -> list:
+    """graph_child's rows without numbers, saying why."""
+    return [row(*key, note=note) for key in GRAPH_CHILD]
+
+
 def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
     """triton's do_bench_cudagraph, labkit's idle replay and labkit's hot without CUPTI, alternated in
     a child process that never ran CUPTI (labkit.clocks.graph_child says why)."""
-    from .graph_child import MEASURES as GRAPH, none
-
     if not installed("triton"):
-        return none(f"not installed ({INSTALL['triton']})")
+        return graph_none(f"not installed ({INSTALL['triton']})")
     if cfg.variant.is_inline:
-        return none(CHILD_ONLY)
+        return graph_none(CHILD_ONLY)
     import torch
 
     with tempfile.TemporaryDirectory(prefix="labkit-graph-") as d:
@@ -212,11 +219,11 @@ def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
         try:
             r = run_tool(argv, timeout_s, "the graph clocks' child")
         except LabkitError as e:
-            return none(error_note(e))
+            return graph_none(error_note(e))
         if not out.exists():
-            return none(f"error: the graph child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
+            return graph_none(f"error: the graph child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
         rows = json.loads(out.read_text())["rows"]
-        assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(GRAPH), rows
+        assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(GRAPH_CHILD), rows
         return rows
 
 
