@@ -9,8 +9,9 @@ CUPTI), triton's do_bench, and in a child process that never ran CUPTI triton's 
 beside labkit's hot graph replayed on an idle GPU and labkit's hot without CUPTI
 (labkit.clocks.graph_child); nvbench through cuda-bench (cold and batch), and Nsight Systems' kernel
 durations per state. Every external harness is optional: a missing one says "not installed" in its
-rows. The relations are data (labkit.clocks.relations.RELATIONS). A result file holds {"configs": [record, ...]}, each record one configuration's rows with the
-provenance of its run (GPU, driver, CUDA, torch, date, commit) and the harnesses' versions."""
+rows. The relations are data (labkit.clocks.relations.RELATIONS). A result file holds
+{"configs": [record, ...]}, each record one configuration's rows with the provenance of its run (GPU,
+driver, CUDA, torch, date, commit) and the harnesses' versions."""
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
