@@ -115,6 +115,23 @@ def test_alternated_rounds_give_each_clock_its_median():
     assert harnesses.rounds_median(rounds)[1]["note"] == "recheck failed: output 0"
 
 
+def test_the_graph_child_writes_its_rows_or_says_why(tmp_path, monkeypatch):
+    """triton's graph beside labkit's hot runs in a child without CUPTI: its rows are GRAPH_CHILD's, in
+    order, with a number or the reason (triton missing, a configuration the child cannot make)."""
+    from labkit.clocks import graph_child
+
+    monkeypatch.setattr(harnesses, "installed", lambda module: False)
+    cfg = configs("add", "f16x8_pack", "64x64", "f16", ["hot"])[0]
+    rows = harnesses.graph_rows(cfg, 0.1)
+    assert [label(r) for r in rows] == ["triton do_bench_cudagraph", "labkit hot on an idle GPU", "labkit hot without CUPTI"]
+    assert all(r["median_us"] is None and r["note"] == "not installed (pip install triton)" for r in rows)
+    out = tmp_path / "rows.json"
+    assert graph_child.main(["add", "no_such_variant", "64x64", "f16", str(out)]) == 0
+    said = json.loads(out.read_text())["rows"]
+    assert [(r["harness"], r["measure"], r["clock"]) for r in said] == list(harnesses.GRAPH_CHILD)
+    assert all(r["median_us"] is None and "no_such_variant" in r["note"] for r in said), said
+
+
 def test_the_states_come_from_the_registry(monkeypatch):
     """A state labkit's registry gains is reconciled (and offered by the command) without an edit."""
     from fake_runner import FakeRunner

@@ -48,9 +48,10 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     import torch
 
-    torch.cuda.set_device(a.device)
     try:
-        rows = measure(Subject(resolve(a.op, a.variant, a.dtype, a.shape)), a.budget)
+        cfg = resolve(a.op, a.variant, a.dtype, a.shape)  # a configuration it cannot make says so first
+        torch.cuda.set_device(a.device)
+        rows = measure(Subject(cfg), a.budget)
     except (LabkitError, RuntimeError) as e:
         rows = graph_none(error_note(e))
     Path(a.out).write_text(json.dumps({"rows": rows}))
