@@ -35,7 +35,7 @@ from .errors import ConfigError, LabkitError
 from .ranges import Scope
 from .runner import ContextLost
 from .worker_child import resolve
-from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, START_TIMEOUT_S, WorkerError, failure_row
+from .workers import COMPILE_TIMEOUT_S, PHASE_TIMEOUT_S, WorkerError, failure_row, worker_start_s
 
 _state: dict = {}  # per worker process: the runner and the NVTX scope
 POLL_S = 0.05
@@ -277,7 +277,7 @@ class DaskExecutor:
     def _restart(self, worker) -> None:
         if worker:
             try:
-                self.client.restart_workers([worker], timeout=START_TIMEOUT_S)
+                self.client.restart_workers([worker], timeout=worker_start_s())
             except Exception:  # noqa: BLE001 - a worker already gone: the nanny or the scheduler deals with it
                 pass
 

@@ -22,7 +22,7 @@ import time
 from .device import resolve_gpus
 from .errors import LabkitError
 from .worker_child import watch
-from .workers import START_TIMEOUT_S
+from .workers import worker_start_s
 
 _MAINS = {
     "scheduler": ("distributed.cli.dask_scheduler", "main", []),
@@ -43,10 +43,11 @@ class LocalProcesses:
     or 'cpu' (`n` CPU worker processes). The scheduler listens on `host`:`port` (0: any free port);
     with `security` (a distributed.Security holding PEM texts) every process speaks TLS with it."""
 
-    def __init__(self, kind: str = "cuda", gpus=None, n: int = 1, start_timeout_s: float = START_TIMEOUT_S,
+    def __init__(self, kind: str = "cuda", gpus=None, n: int = 1, start_timeout_s: float | None = None,
                  host: str = "127.0.0.1", port: int = 0, security=None):
         from distributed import Client
 
+        start_timeout_s = worker_start_s() if start_timeout_s is None else start_timeout_s
         env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0",  # a crash is not retried elsewhere
                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         if kind == "cuda":

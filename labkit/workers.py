@@ -27,12 +27,17 @@ from multiprocessing.connection import Connection
 
 from .device import resolve_gpus
 from .errors import ConfigError, LabkitError
-from .toolkit import TIMEOUT_S, timeout_s
+from .toolkit import timeout_s
 
 COMPILE_TIMEOUT_S = 900   # a phase that may build libraries
 PHASE_TIMEOUT_S = 120     # any other phase of one configuration (a hung kernel is killed after this)
-START_TIMEOUT_S = TIMEOUT_S["worker start"]  # $LABKIT_TOOL_TIMEOUT_S lengthens it: under compute-sanitizer's
-# memcheck, which follows the worker too, a worker of 8 pytest-xdist processes took over 180 s to start
+
+
+def worker_start_s() -> float:
+    """Seconds a worker (or a Dask cluster's workers) may take to start: TIMEOUT_S["worker start"], or
+    $LABKIT_TOOL_TIMEOUT_S: under compute-sanitizer's memcheck, which follows the worker too, a worker
+    of 8 pytest-xdist processes took over 180 s to start."""
+    return timeout_s("worker start")
 
 
 class WorkerError(LabkitError):
@@ -45,7 +50,7 @@ class Worker:
     def __init__(self, gpu, runner_spec, env=None, start_timeout_s=None):
         """`gpu`: {'index', 'uuid'} of the GPU to pin, or None (inherit the environment)."""
         self.gpu, self.runner_spec, self.env = gpu, runner_spec, dict(env or {})
-        start_timeout_s = timeout_s("worker start") if start_timeout_s is None else start_timeout_s
+        start_timeout_s = worker_start_s() if start_timeout_s is None else start_timeout_s
         env = dict(os.environ, **self.env)
         if gpu is not None:
             env.update(CUDA_VISIBLE_DEVICES=gpu["uuid"], LABKIT_GPU_INDEX=str(gpu["index"]))

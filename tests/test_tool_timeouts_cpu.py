@@ -189,3 +189,18 @@ def test_no_subprocess_outside_the_one_runner():
                    if f.endswith(".py") and re.search(r"subprocess\.(run|Popen|call|check_)",
                                                       open(os.path.join(d, f)).read()))
     assert [u for u in users if not u.startswith("benchmarks")] == ["cluster_procs.py", "toolkit.py", "workers.py"]
+
+
+def test_a_worker_start_follows_the_tool_timeout_and_a_bad_one_is_named(monkeypatch):
+    """A worker's start (and a Dask cluster's) waits TIMEOUT_S["worker start"], or $LABKIT_TOOL_TIMEOUT_S
+    (the sanitizer steps set it); a value that is no number of seconds is named before any process starts."""
+    from labkit.workers import Worker, worker_start_s
+
+    monkeypatch.delenv("LABKIT_TOOL_TIMEOUT_S", raising=False)
+    assert worker_start_s() == toolkit.TIMEOUT_S["worker start"]
+    monkeypatch.setenv("LABKIT_TOOL_TIMEOUT_S", "900")
+    assert worker_start_s() == 900
+    monkeypatch.setenv("LABKIT_TOOL_TIMEOUT_S", "soon")
+    monkeypatch.setattr("subprocess.Popen", lambda *a, **k: pytest.fail("a worker process was started"))
+    with pytest.raises(ConfigError, match=r"\$LABKIT_TOOL_TIMEOUT_S must be a finite number of seconds > 0, got 'soon'"):
+        Worker(None, ("labkit.runner:Runner", {}))

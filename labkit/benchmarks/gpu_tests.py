@@ -52,7 +52,7 @@ STEPS = {
 }
 
 # the sanitizers follow every process, the labkit workers some tests start too, and slow them
-# several times over: their start gets the tools' longer limit (labkit.workers.START_TIMEOUT_S)
+# several times over: their start gets the tools' longer limit (labkit.workers.worker_start_s)
 SANITIZED_ENV = {"LABKIT_TOOL_TIMEOUT_S": "900"}
 
 

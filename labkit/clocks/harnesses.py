@@ -203,6 +203,25 @@ def graph_none(note: str) -> list:
     return [row(*key, note=note) for key in GRAPH_CHILD]
 
 
+def child_rows(module: str, cfg, args: list, timeout_s: float, what: str, none) -> list:
+    """Rows a labkit.clocks child process (`module`) writes for `cfg` (its OP VARIANT SHAPE DTYPE
+    OUT.json, then `args` and the current device), or `none(why)` where it ran out of time, failed or
+    wrote nothing."""
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="labkit-child-") as d:
+        out = Path(d) / "rows.json"
+        argv = [sys.executable, "-m", module, cfg.op, cfg.variant.name, cfg.shape_s, cfg.dtype, str(out), *args,
+                "--device", str(torch.cuda.current_device())]
+        try:
+            r = run_tool(argv, timeout_s, what)
+        except LabkitError as e:
+            return none(error_note(e))
+        if not out.exists():
+            return none(f"error: {what} wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
+        return json.loads(out.read_text())["rows"]
+
+
 def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
     """triton's do_bench_cudagraph, labkit's idle replay and labkit's hot without CUPTI, alternated in
     a child process that never ran CUPTI (labkit.clocks.graph_child says why)."""
@@ -210,21 +229,10 @@ def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
         return graph_none(f"not installed ({INSTALL['triton']})")
     if cfg.variant.is_inline:
         return graph_none(CHILD_ONLY)
-    import torch
-
-    with tempfile.TemporaryDirectory(prefix="labkit-graph-") as d:
-        out = Path(d) / "rows.json"
-        argv = [sys.executable, "-m", "labkit.clocks.graph_child", cfg.op, cfg.variant.name, cfg.shape_s, cfg.dtype,
-                str(out), "--device", str(torch.cuda.current_device()), "--budget", f"{budget_s:g}"]
-        try:
-            r = run_tool(argv, timeout_s, "the graph clocks' child")
-        except LabkitError as e:
-            return graph_none(error_note(e))
-        if not out.exists():
-            return graph_none(f"error: the graph child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
-        rows = json.loads(out.read_text())["rows"]
-        assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(GRAPH_CHILD), rows
-        return rows
+    rows = child_rows("labkit.clocks.graph_child", cfg, ["--budget", f"{budget_s:g}"], timeout_s,
+                      "the graph clocks' child", graph_none)
+    assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(GRAPH_CHILD), rows
+    return rows
 
 
 # ---- nvbench (cuda-bench), in a child process -----------------------------------------------------
@@ -233,20 +241,9 @@ def nvbench_rows(cfg, timeout_s: float) -> list:
         return not_installed("nvbench", MEASURES["nvbench"])
     if cfg.variant.is_inline:
         return absent("nvbench", MEASURES["nvbench"], CHILD_ONLY)
-    import torch
-
-    with tempfile.TemporaryDirectory(prefix="labkit-nvbench-") as d:
-        out = Path(d) / "rows.json"
-        argv = [sys.executable, "-m", "labkit.clocks.nvbench_child", cfg.op, cfg.variant.name, cfg.shape_s,
-                cfg.dtype, str(out), "--timeout", f"{timeout_s:g}", "--device", str(torch.cuda.current_device())]
-        try:  # nvbench's own timeout bounds each of its two measurements; the child gets both and a start
-            r = run_tool(argv, 2 * timeout_s + 120, "nvbench (cuda-bench)")
-        except LabkitError as e:
-            return absent("nvbench", MEASURES["nvbench"], error_note(e))
-        if not out.exists():
-            said = f"error: the nvbench child wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}"
-            return absent("nvbench", MEASURES["nvbench"], said)
-        return json.loads(out.read_text())["rows"]
+    # nvbench's own timeout bounds each of its two measurements; the child gets both and a start
+    return child_rows("labkit.clocks.nvbench_child", cfg, ["--timeout", f"{timeout_s:g}"], 2 * timeout_s + 120,
+                      "nvbench (cuda-bench)", lambda note: absent("nvbench", MEASURES["nvbench"], note))
 
 
 # ---- Nsight Systems -----------------------------------------------------------------------------
