@@ -7,9 +7,10 @@
 //  * lk_empty: a launch that does nothing, timed like a variant to measure the event floor;
 //  * lk_mark_begin / lk_mark_end: empty markers around each sample while CUPTI records the timed loop
 //    (labkit.cupti), outside its events: the kernels between a pair are that sample's;
-//  * lk_fma: the FP32 ceiling (labkit.ceilings, with lk_empty).
+//  * lk_fma: the FP32 ceiling (labkit.ceilings, with lk_empty);
+//  * lk_read: the read floor, the least any reduction of n floats does (labkit.benchmarks.floors).
 // Its callers: labkit/launch.py (lk_error_string), labkit/timing.py (the blocking kernel),
-// labkit/cupti.py (the markers), labkit/ceilings.py (lk_empty, lk_fma).
+// labkit/cupti.py (the markers), labkit/ceilings.py (lk_empty, lk_fma), labkit/benchmarks/floors.py.
 #include "labkit.cuh"
 
 LK_EXPORT const char* lk_error_string(int code) { return cudaGetErrorString(static_cast<cudaError_t>(code)); }
@@ -107,5 +108,49 @@ LK_EXPORT int lk_fma(const lk_args* args, cudaStream_t stream) {
   const int64_t blocks = args->i[1];
   if (args->t[0].numel < blocks * 256) return -static_cast<int>(cudaErrorInvalidValue);
   lk_fma_kernel<<<unsigned(blocks), 256, 0, stream>>>(lk_ptr<float>(args->t[0]), iters);
+  return lk_launch_status();
+}
+
+// The read floor: n floats read once, 16 bytes per load, 4 loads in flight per thread, each block's
+// sum stored to out[block] and nothing after (no ticket, no finish): what is left of a reduction's
+// time once everything but the reading is taken away, the launch and the DRAM ramp and drain
+// included. 1024-thread blocks, the grid the GPU holds at once (reduce.cu's one-pass shape).
+// t[0] = x (f32, n a multiple of 4, 16-byte aligned), t[1] = out (f32, >= the blocks), i[0] = blocks.
+constexpr int LK_READ_THREADS = 1024, LK_READ_U = 4;
+__global__ void __launch_bounds__(LK_READ_THREADS, 2) lk_read_kernel(const float4* __restrict__ x, float* out,
+                                                                     int64_t packs) {
+  __shared__ float warp_sums[LK_READ_THREADS / 32];
+  const int64_t stride = int64_t(gridDim.x) * LK_READ_THREADS;
+  float a = 0.f, b = 0.f;
+  int64_t p = int64_t(blockIdx.x) * LK_READ_THREADS + threadIdx.x;
+  for (; p + (LK_READ_U - 1) * stride < packs; p += LK_READ_U * stride) {
+    float4 r[LK_READ_U];
+#pragma unroll
+    for (int u = 0; u < LK_READ_U; ++u) r[u] = x[p + u * stride];
+#pragma unroll
+    for (int u = 0; u < LK_READ_U; ++u) a += r[u].x + r[u].y, b += r[u].z + r[u].w;
+  }
+  for (; p < packs; p += stride) {
+    const float4 r = x[p];
+    a += r.x + r.y, b += r.z + r.w;
+  }
+  float v = a + b;
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    v = warp_sums[threadIdx.x];
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+  }
+}
+
+LK_EXPORT int lk_read(const lk_args* args, cudaStream_t stream) {
+  const int64_t n = args->t[0].numel, blocks = args->i[0];
+  const float* x = lk_ptr<const float>(args->t[0]);
+  if (n % 4 || reinterpret_cast<uintptr_t>(x) % 16 || blocks < 1 || args->t[1].numel < blocks)
+    return -static_cast<int>(cudaErrorInvalidValue);
+  lk_read_kernel<<<unsigned(blocks), LK_READ_THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x),
+                                                                    lk_ptr<float>(args->t[1]), n / 4);
   return lk_launch_status();
 }

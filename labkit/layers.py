@@ -79,6 +79,7 @@ LAZY = {
     "benchmarks.launch_cost": {"torch": TORCH_FREE},
     "benchmarks.timing_agree": {"torch": TORCH_FREE},
     "benchmarks.zoo": {"torch": TORCH_FREE},
+    "benchmarks.floors": {"torch": TORCH_FREE},
     "build": {"torch": TORCH_FREE},
     "calls": {"torch": TORCH_FREE},
     "ceilings": {"torch": TORCH_FREE},

@@ -9,18 +9,17 @@ a class of labkit.cache_states whose declarations this module carries out:
 
 Every group of samples is enqueued behind the blocking kernel (kernels/harness.cu, nvbench's
 method): the GPU spins on a host flag while the host enqueues flush, start event, launch, stop
-event for each sample of the group, then the host releases it and the whole group runs back to back.
-So host launch cost (33 µs per launch on a slow host) never lands between a start and a stop
-event, on any host. The spin has a timeout; a group whose blocking kernel timed out is discarded.
-If the blocking kernel cannot be used, a fixed spin (`torch.cuda._sleep`) stands in and the rows
-say `blocking: "spin"`: trust them only where the kernel outlasts the host's enqueue.
+event for each sample of the group, then the host releases it and the group runs back to back: host
+launch cost (33 µs a launch on a slow host) never lands between a start and a stop event. The spin
+has a timeout; a group whose blocking kernel timed out is discarded. Without the blocking kernel a
+fixed spin (`torch.cuda._sleep`) stands in, rows say `blocking: "spin"`: trust them only where the
+kernel outlasts the host's enqueue.
 
-With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each of those samples
-gets its own kernels' durations (what Nsight reports) beside its own event time. The row's event
-samples come after, with CUPTI off: CUPTI's record of each kernel costs 0.1-0.6 µs a launch inside
-the events (H100 probe, issue 22: add f16 2048² cold-dirty 13.76 -> 13.95 µs, nvbench 13.54), which
-would be 1-10 % of a small kernel's time. Sampling stops by the StopRule (noise target, sample cap,
-time budget); the reason is recorded.
+With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each sample gets its
+kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
+record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
+A graph state's first samples in a process come after `_settle`. Sampling stops by the StopRule
+(noise target, sample cap, time budget); the reason is recorded.
 """
 from __future__ import annotations
 
@@ -157,17 +156,12 @@ def _flush_buffer():
 def _read_flush() -> None:
     import torch
 
-    buf, sink = _flush_buffer()
-    torch.sum(buf, dim=0, out=sink)
-
-
-def _write_flush() -> None:
-    _flush_buffer()[0].zero_()
+    torch.sum(_flush_buffer()[0], dim=0, out=_flush_buffer()[1])
 
 
 # a cache state's `flush`: what runs on the current stream before a sample's start event
-FLUSHES = {"read": _read_flush,    # twice the L2 size read: clean lines left behind
-           "write": _write_flush}  # twice the L2 size written: dirty lines left behind
+FLUSHES = {"read": _read_flush,                          # twice the L2 size read: clean lines left behind
+           "write": lambda: _flush_buffer()[0].zero_()}  # twice the L2 size written: dirty lines left behind
 
 
 def flush(kind: str | None) -> None:
@@ -326,6 +320,28 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
+SETTLE_S = 0.5       # back-to-back replays a process runs once, before its first graph samples
+_settled: set = set()  # the devices settled in this process
+
+
+def _settle(body) -> None:
+    """Once per process and device: SETTLE_S of replays back to back (two in flight). After 0.2-0.4 s
+    of them a process's launches of a 2 µs kernel run ~10 % further apart, and stay so, for every kernel
+    of the process (H100 add f16 1024²: 1.72 -> 1.91 µs a launch, SM clock unchanged;
+    logs/c9ab59541530/settle.log): the state a loop of launches and triton's do_bench_cudagraph see."""
+    import torch
+
+    if torch.cuda.current_device() not in _settled:
+        t0, evs = time.perf_counter(), []
+        while time.perf_counter() - t0 < SETTLE_S:
+            body()
+            evs = evs[-1:] + [torch.cuda.Event()]
+            evs[-1].record()
+            evs[0].synchronize()
+        torch.cuda.current_stream().synchronize()
+        _settled.add(torch.cuda.current_device())
+
+
 def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
     """Launches in a graph sample: one sample lasts ~hot_target_s, so the replay's fixed cost per launch
     stays under ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch,
@@ -351,6 +367,8 @@ def _cupti_phase(before, body, state, batch) -> dict:
 def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
+    if state.graph:
+        _settle(body)
     cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()

@@ -341,3 +341,41 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
     monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
     assert timing.measure(lambda: None, "cold", rule=rule).blocking == "spin"
     assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
+
+
+def test_graph_states_settle_once_per_process_and_device(monkeypatch):
+    """A graph state's first samples in a process come after SETTLE_S of its replays back to back
+    (the loaded launch pace triton's do_bench_cudagraph sees, issue 22); once per device, never for a
+    flushed state."""
+    blk = FakeBlocker()
+    _fake_cuda(monkeypatch, blk)
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None, raising=False)
+    dev = [0]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: dev[0])
+    monkeypatch.setattr(timing, "_settled", set())
+    monkeypatch.setattr(timing, "SETTLE_S", 0.01)
+    replays = []
+    timing._settle(lambda: replays.append(1))
+    assert replays and timing._settled == {0}
+    n = len(replays)
+    timing._settle(lambda: replays.append(1))
+    assert len(replays) == n  # settled: nothing more on this device
+    dev[0] = 1
+    timing._settle(lambda: replays.append(1))
+    assert len(replays) > n and timing._settled == {0, 1}
+
+    settled = []
+    monkeypatch.setattr(timing, "_settle", lambda body: settled.append(body))
+    monkeypatch.setattr(timing, "blocker", lambda: blk)
+    monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
+    monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
+    monkeypatch.setattr(timing, "flush", lambda kind: None)
+    body = lambda: None  # noqa: E731
+    monkeypatch.setattr(timing, "_sample", lambda state, fns, t: (lambda: None, body, 1, "graph" if state.graph else "events"))
+    rule = StopRule(max_samples=16, min_samples=16)
+    for mode in ("cold", "cold-dirty"):
+        timing.measure(lambda: None, mode, rule=rule)
+    assert settled == []
+    timing.measure(lambda: None, "hot", rule=rule)
+    timing.measure([lambda: None] * 3, "rotating", rule=rule)
+    assert settled == [body, body]

@@ -157,3 +157,25 @@ def test_every_op_has_a_sweep_of_its_own_by_its_group():
     own = {s.op for s in SWEEPS.values() if not s.name.startswith("tune-")}
     assert own == set(ops())
     assert {s.op for s in zoo_sweeps()} == {o.name for o in ops().values() if o.group == "zoo"}
+
+
+def test_a_step_runs_in_parts_each_kept_apart():
+    """--workers sets pytest-xdist's processes, --select narrows a step's -k (a sanitizer step too long
+    for one call); merge keeps each part's newest run beside the whole step's."""
+    from labkit.benchmarks.gpu_tests import command, merge
+
+    argv = command("memcheck", 4, "sgemm or softmax")
+    assert argv[argv.index("-n") + 1] == "4"
+    assert argv[argv.index("-k") + 1] == "(test_variant_matches or misaligned or bad) and (sgemm or softmax)"
+    assert command("timing", 4, "reconcile")[-2:] == ["-k", "reconcile"] and "-n" not in command("timing")
+    assert command("tests") == __import__("labkit.benchmarks.gpu_tests", fromlist=["STEPS"]).STEPS["tests"]
+
+    def f(date, *runs):
+        return {"gpu": "G", "date": date, "commit": date[-2:],
+                "runs": [dict({"step": s, "summary": s, "returncode": rc}, **({"select": k} if k else {}))
+                         for s, k, rc in runs]}
+
+    m = merge([f("2026-11-01", ("memcheck", None, 0)), f("2026-11-02", ("memcheck", "a", 0)),
+               f("2026-11-03", ("memcheck", "not a", "timeout"), ("memcheck", "a", 0))])
+    got = [(r["step"], r.get("select"), r["commit"], r["returncode"]) for r in m["runs"]]
+    assert got == [("memcheck", None, "01", 0), ("memcheck", "a", "03", 0), ("memcheck", "not a", "03", "timeout")]

@@ -97,6 +97,21 @@ def summary(log: str, step: str, reports=()) -> tuple[str, str]:
     return out, wrong
 
 
+def command(step: str, workers: int = 8, select: str | None = None) -> list:
+    """STEPS[step] with `workers` pytest-xdist processes and, with `select`, only the tests that also
+    match that -k expression (a sanitizer step too long for one call runs in parts)."""
+    argv = list(STEPS[step])
+    if "-n" in argv:
+        argv[argv.index("-n") + 1] = str(workers)
+    if select:
+        if "-k" in argv:
+            i = argv.index("-k") + 1
+            argv[i] = f"({argv[i]}) and ({select})"
+        else:
+            argv += ["-k", select]
+    return argv
+
+
 def run_step(argv: list, timeout: float, grace: float = 45, env=None) -> tuple[str, int | str]:
     """(output, exit code or 'timeout'). At the timeout the step's process group gets SIGINT, as
     Ctrl-C would: pytest stops, prints its summary of what ran, and the sanitizer its report, within
@@ -121,6 +136,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--logs", help="folder for the full logs")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
     ap.add_argument("--budget-s", type=float, default=420, help="seconds for all steps together")
+    ap.add_argument("--workers", type=int, default=8, help="pytest-xdist processes of the parallel steps (default 8)")
+    ap.add_argument("--select", help="only the tests of the steps' selection that also match this -k expression: "
+                                     "a step too long for one call, in parts (recorded as its own step)")
     ap.add_argument("--merge", nargs="+", metavar="TESTS_JSON",
                     help="instead of running: merge these tests.json files of one GPU (from several calls) into --out")
     ap.add_argument("--out", help="with --merge: the merged file")
@@ -147,7 +165,7 @@ def main(argv=None) -> dict:
                          "returncode": None, "seconds": 0, "commit": prov["commit"], "date": prov["date"]})
             continue
         t0 = time.monotonic()
-        argv_ = [x.replace("{logs}", str(logs)) for x in STEPS[step]]
+        argv_ = [x.replace("{logs}", str(logs)) for x in command(step, a.workers, a.select)]
         env = SANITIZED_ENV if step in ("memcheck", "racecheck") else {}
         log, rc = run_step(argv_, left, env=env)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
@@ -156,9 +174,11 @@ def main(argv=None) -> dict:
         line += f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else ""
         if rc == 0 and wrong:
             rc = f"sanitizer: {wrong}"  # pytest passed; the sanitizer's verdict did not
-        cmd = " ".join([*(f"{k}={v}" for k, v in env.items()), *(x if x != PY else "python" for x in STEPS[step])])
+        cmd = " ".join([*(f"{k}={v}" for k, v in env.items()),
+                        *(x if x != PY else "python" for x in command(step, a.workers, a.select))])
         runs.append({"step": step, "command": cmd, "summary": line, "returncode": rc,
-                     "seconds": round(time.monotonic() - t0, 1), "commit": prov["commit"], "date": prov["date"]})
+                     "seconds": round(time.monotonic() - t0, 1), "commit": prov["commit"], "date": prov["date"],
+                     **({"select": a.select} if a.select else {})})
         print(f"{step}: {line} [{time.monotonic() - t0:.0f} s]", flush=True)
     old = [json.loads(out.read_text())] if out.exists() else []
     res = merge([*old, {"runs": runs, **prov}])
@@ -168,16 +188,15 @@ def main(argv=None) -> dict:
 
 
 def merge(files: list) -> dict:
-    """One tests.json of one GPU from several (oldest first): per step the newest run and, when that
-    one did not pass, the newest that did, each with its own commit and date."""
+    """One tests.json of one GPU from several (oldest first): per step (and part of a step, its
+    `select`) the newest run and, when that one did not pass, the newest that did, each with its own
+    commit and date."""
     runs = [dict(r, commit=r.get("commit", f["commit"]), date=r.get("date", f["date"]))
             for f in files for r in f.get("runs", [])]
     runs.sort(key=lambda r: r["date"])
     keep = []
-    for step in STEPS:
-        mine = [r for r in runs if r["step"] == step]
-        if not mine:
-            continue
+    for step, select in dict.fromkeys((s, r.get("select")) for s in STEPS for r in runs if r["step"] == s):
+        mine = [r for r in runs if r["step"] == step and r.get("select") == select]
         keep.append(mine[-1])
         passed = [r for r in mine if r["returncode"] == 0]
         if mine[-1]["returncode"] != 0 and passed:

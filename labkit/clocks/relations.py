@@ -53,11 +53,12 @@ RELATIONS = (
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
              "torch.profiler has run, each graph node costs the host ~0.47 µs at launch, and a replay started "
-             "on an idle GPU, as triton's is, waits for it). For kernels of a few µs the two can still differ "
-             "by ~10 %: a process's back-to-back launches of a 2 µs kernel ran 10 % further apart after "
-             "0.2-0.4 s of them, and stayed so (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 "
-             "MHz, logs/384094ebd7be/graph-state2.log); triton's 0.2 s of replays gets there, labkit's hot "
-             "samples in another process may not. The next relation compares the two in one process"),
+             "on an idle GPU, as triton's is, waits for it). Both are timed at a loaded process's pace: after "
+             "0.2-0.4 s of back-to-back launches a process's launches of a 2 µs kernel run ~10 % further apart "
+             "and stay so (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz, "
+             "logs/384094ebd7be/graph-state2.log, logs/c9ab59541530/settle.log); triton's 0.2 s of replays "
+             "gets there, and labkit's graph states run 0.5 s of replays once per process first (timing._settle). "
+             "Before they did, labkit's hot read 5-12 % below triton's at <= 2048²"),
     Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
              "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
              "(each the median of its rounds): labkit's hot graph behind its blocking kernel, triton's started "

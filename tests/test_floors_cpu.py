@@ -1,0 +1,39 @@
+"""The floors (labkit.benchmarks.floors): the fit of time = fixed + bytes / stream, the floor at a row's
+bytes, and the zoo goal judged against it where even the floor stays under the goal."""
+import json
+
+import pytest
+
+
+def test_fit_recovers_the_fixed_cost_and_the_stream_rate():
+    from labkit.benchmarks.floors import fit, floor_pct
+
+    rows = [{"bytes": b, "time_us": 2.0 + b / 3100e3, "kernel_us": 1.0 + b / 3150e3} for b in (64 << 20, 256 << 20, 1 << 30)]
+    f = {"events": fit(rows, "events"), "kernel": fit(rows, "kernel")}
+    assert f["events"]["fixed_us"] == pytest.approx(2.0) and f["events"]["stream_gbps"] == pytest.approx(3100)
+    assert f["kernel"]["fixed_us"] == pytest.approx(1.0) and f["kernel"]["stream_gbps"] == pytest.approx(3150)
+    assert fit(rows[:1], "events") is None  # one size fixes no line
+    floors = {"fits": {"read": {"rotating": f}}}
+    # 64 MiB: 21.65 us of streaming + 2 us fixed, of a 3100 GB/s peak
+    assert floor_pct(floors, "read", "rotating", 64 << 20, 3100) == pytest.approx(100 * 21.648 / 23.648, abs=0.01)
+    assert floor_pct(floors, "read", "rotating", 1 << 40, 3100) == pytest.approx(100, abs=0.01)
+    assert floor_pct(floors, "copy", "rotating", 64 << 20, 3100) is None  # no copy floor recorded
+    assert floor_pct(None, "read", "rotating", 64 << 20, 3100) is None
+
+
+@pytest.mark.parametrize("pct, goal", [(88.0, "floor"), (85.0, "MISSED"), (96.0, "met")])
+def test_zoo_judges_a_miss_under_the_floor_against_the_floor(tmp_path, pct, goal):
+    """reduce_sum at 64 MiB where the read floor is 91.5 % of the peak: 88 % is 95 % of the floor
+    (`floor`), 85 % is not (MISSED); either way the miss names the floor."""
+    from labkit.benchmarks.zoo import goal_table
+
+    peak = 3100.0
+    floors = {"fits": {"read": {"rotating": {"events": {"fixed_us": 2.0, "stream_gbps": 3100.0}, "kernel": None}}}}
+    (tmp_path / "floors.json").write_text(json.dumps(floors))
+    row = {"op": "reduce_sum", "variant": "a", "dtype": "f32", "shape": "16777216", "mode": "rotating", "status": "ok",
+           "bytes": 64 << 20, "time_us": 1.0, "pct_peak": pct, "peak_gbps": peak, "kernel_gbps": peak * (pct + 1) / 100,
+           "vs_torch": 0.9, "vs_torch_verdict": "FASTER"}
+    (tmp_path / "reduce-sum.jsonl").write_text(json.dumps(row) + "\n")
+    line, = [x for x in goal_table(tmp_path).splitlines() if x.startswith("| reduce_sum")]
+    assert f"| {goal} |" in line, line
+    assert ("floor 91.5 %" in line) == (goal != "met")
