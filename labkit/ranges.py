@@ -13,8 +13,9 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
     nvtx = None
 
 DOMAIN = "labkit"
-# the runner's phases, in order; the timed range is named "timed cold" / "timed hot"
-PHASES = ("compile", "check", "warmup", "timed", "recheck", "kernel time")
+# the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a graph
+# state's first timed range in a process holds the "settle" replays (labkit.timing._settle)
+PHASES = ("compile", "check", "warmup", "timed", "settle", "recheck", "kernel time")
 
 
 def check_name(name: str) -> str:

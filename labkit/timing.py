@@ -252,7 +252,7 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
         with phase("warmup"):
             _warmup(fns[0], warmup_s, state)
         with phase(f"timed {mode}"):
-            return _measure(fns, state, rule, hot_target_s, meter, kernels)
+            return _measure(fns, state, rule, hot_target_s, meter, kernels, phase)
     finally:
         # a configuration whose groups timed out falls back to the spin alone, unless a profiler holds the
         # driver (then every launch is serialized): one stall (dot f32 rotating, 2026-11-24) had put a whole
@@ -364,11 +364,12 @@ def _cupti_phase(before, body, state, batch) -> dict:
     return out
 
 
-def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
+def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
     if state.graph:
-        _settle(body)
+        with phase("settle"):
+            _settle(body)
     cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()
