@@ -31,6 +31,8 @@ PY = sys.executable
 # ends its CUDA context) stalled the whole H200 run (no test finished in 204 s); a memcheck error
 # fails the CUDA call after it, so the test that hit it fails.
 CANARY_FILE, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
+# the sanitizer steps run 4 pytest-xdist processes: with 8, memcheck stalled on both GPUs (2 tests passed
+# in 450-520 s; H200 384094ebd7be, H100 202e208eb680), with 4 its heavy-op half passed in 67 s (H200)
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 STEPS = {
     "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
@@ -42,11 +44,11 @@ STEPS = {
     # tree on the lent GPUs; `summary` sums whatever files there are)
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
                  "--log-file", "{logs}/sanitizer-memcheck.%p.log",
-                 PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
+                 PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "4", "tests/test_gpu.py",
                  "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
                   "--log-file", "{logs}/sanitizer-racecheck.%p.log",
-                  PY, "-m", "pytest", "-m", "gpu and not torch_ref", "-q", "-p", "no:cacheprovider", "-n", "8",
+                  PY, "-m", "pytest", "-m", "gpu and not torch_ref", "-q", "-p", "no:cacheprovider", "-n", "4",
                   CANARY_FILE, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
@@ -97,11 +99,11 @@ def summary(log: str, step: str, reports=()) -> tuple[str, str]:
     return out, wrong
 
 
-def command(step: str, workers: int = 8, select: str | None = None) -> list:
-    """STEPS[step] with `workers` pytest-xdist processes and, with `select`, only the tests that also
-    match that -k expression (a sanitizer step too long for one call runs in parts)."""
+def command(step: str, workers: int | None = None, select: str | None = None) -> list:
+    """STEPS[step] with `workers` pytest-xdist processes (None: the step's own) and, with `select`, only
+    the tests that also match that -k expression (a sanitizer step too long for one call runs in parts)."""
     argv = list(STEPS[step])
-    if "-n" in argv:
+    if workers and "-n" in argv:
         argv[argv.index("-n") + 1] = str(workers)
     if select:
         if "-k" in argv:
@@ -136,7 +138,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--logs", help="folder for the full logs")
     ap.add_argument("--steps", nargs="+", default=list(STEPS), choices=list(STEPS))
     ap.add_argument("--budget-s", type=float, default=420, help="seconds for all steps together")
-    ap.add_argument("--workers", type=int, default=8, help="pytest-xdist processes of the parallel steps (default 8)")
+    ap.add_argument("--workers", type=int, help="pytest-xdist processes of the parallel steps (default: the step's, "
+                                                "8 for tests, 4 under a sanitizer)")
     ap.add_argument("--select", help="only the tests of the steps' selection that also match this -k expression: "
                                      "a step too long for one call, in parts (recorded as its own step)")
     ap.add_argument("--merge", nargs="+", metavar="TESTS_JSON",
