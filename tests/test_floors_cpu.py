@@ -31,9 +31,10 @@ def test_zoo_judges_a_miss_under_the_floor_against_the_floor(tmp_path, pct, goal
     floors = {"fits": {"read": {"rotating": {"events": {"fixed_us": 2.0, "stream_gbps": 3100.0}, "kernel": None}}}}
     (tmp_path / "floors.json").write_text(json.dumps(floors))
     row = {"op": "reduce_sum", "variant": "a", "dtype": "f32", "shape": "16777216", "mode": "rotating", "status": "ok",
-           "bytes": 64 << 20, "time_us": 1.0, "pct_peak": pct, "peak_gbps": peak, "kernel_gbps": peak * (pct + 1) / 100,
+           "bytes": 64 << 20, "time_us": 1.0, "pct_peak": pct, "pct_spec": pct * 0.9, "peak_gbps": peak, "kernel_gbps": peak * (pct + 1) / 100,
            "vs_torch": 0.9, "vs_torch_verdict": "FASTER"}
     (tmp_path / "reduce-sum.jsonl").write_text(json.dumps(row) + "\n")
     line, = [x for x in goal_table(tmp_path).splitlines() if x.startswith("| reduce_sum")]
     assert f"| {goal} |" in line, line
+    assert f"| {pct:.1f} | {pct + 1:.1f} | {pct * 0.9:.1f} | 0.90 |" in line  # % peak, kernel, spec, x torch
     assert ("floor 91.5 %" in line) == (goal != "met")

@@ -99,13 +99,14 @@ def kernel_pct(row: dict) -> float | None:
 
 def goal_table(folder) -> str:
     """Per op, dtype and cache state, over the judged shapes of the zoo sweep files (`judged`): the
-    best variant's lowest % of copy peak by event time and by kernel time, the highest time ratio to
-    torch, and the shapes that miss. Only states whose inputs come from DRAM are judged
-    (labkit.cache_states.from_dram: cold, rotating); hot, whose working set may stay in L2, is no DRAM
-    goal. A line above the table names the states judged and those left out. A miss shows the floor
-    at its bytes and state where the folder holds floors.json (labkit.benchmarks.floors)."""
-    lines = ["| op | dtype | mode | shapes | best variant(s) | lowest % peak | lowest % peak, kernel | highest x torch "
-             "| goal | misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    best variant's lowest % of copy peak by event time and by kernel time, its lowest % of the
+    datasheet bandwidth (events), the highest time ratio to torch, and the shapes that miss. Only
+    states whose inputs come from DRAM are judged (labkit.cache_states.from_dram: cold, rotating);
+    hot, whose working set may stay in L2, is no DRAM goal. A line above the table names the states
+    judged and those left out. A miss shows the floor at its bytes and state where the folder holds
+    floors.json (labkit.benchmarks.floors)."""
+    lines = ["| op | dtype | mode | shapes | best variant(s) | lowest % peak | lowest % peak, kernel | lowest % spec "
+             "| highest x torch | goal | misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     f_floors = Path(folder) / "floors.json"
     floors = json.loads(f_floors.read_text()) if f_floors.exists() else None
     seen: set = set()
@@ -160,9 +161,11 @@ def _goal_line(op: str, dtype: str, mode: str, best: dict, floors: dict | None =
     goal = ("met" if not misses else "MISSED" if any(slow.values()) else "kernel only" if all(kern.values())
             else "floor" if all(ev[s] or at_floor[s] for s in best) else "MISSED")
     kp = [kernel_pct(r) for r in best.values()]
+    spec = [r.get("pct_spec") for r in best.values()]
     vs = [r["vs_torch"] for r in best.values() if r.get("vs_torch") is not None]
     return (f"| {op} | {dtype} | {mode} | {len(best)} | {', '.join(sorted({r['variant'] for r in best.values()}))} | "
             f"{min(r['pct_peak'] for r in best.values()):.1f} | {_f(min(kp) if None not in kp else None, '.1f')} | "
+            f"{_f(min(spec) if None not in spec else None, '.1f')} | "
             f"{_f(max(vs) if vs else None, '.2f')} | {goal} | {'; '.join(misses)} |")
 
 
