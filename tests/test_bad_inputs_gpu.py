@@ -187,6 +187,7 @@ def test_out_is_written_and_checked_like_torch_out():
     assert context_ok()
 
 
+@pytest.mark.workers
 def test_a_shape_beyond_the_gpu_memory_is_skipped_with_the_numbers():
     """480 GB of tensors on an 80-141 GB GPU: refused before any allocation or launch, with the
     numbers; the worker and the session stay usable (it was 'replaced: CUDA context lost')."""

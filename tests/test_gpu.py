@@ -81,6 +81,7 @@ def test_softmax_rows_tuning_axes_run_and_check(runner):
         assert r["status"] == "ok", r.get("error")
 
 
+@pytest.mark.workers
 def test_inline_kernel_runs_beside_shipped_ones():
     src = """__global__ void my_add(const __half* a, const __half* b, __half* c, int64_t n) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;

@@ -179,3 +179,33 @@ def test_a_step_runs_in_parts_each_kept_apart():
                f("2026-11-03", ("memcheck", "not a", "timeout"), ("memcheck", "a", 0))])
     got = [(r["step"], r.get("select"), r["commit"], r["returncode"]) for r in m["runs"]]
     assert got == [("memcheck", None, "01", 0), ("memcheck", "a", "03", 0), ("memcheck", "not a", "03", "timeout")]
+
+
+def test_gpu_tests_that_start_workers_are_marked_and_left_out_of_the_sanitizers():
+    """A GPU test whose labkit.bench runs in worker processes (the default) carries the `workers` marker,
+    and both sanitizer steps deselect it: a worker's start under the sanitizer takes minutes, and the
+    memcheck set stalled once such a test was in it."""
+    import ast
+    from pathlib import Path
+
+    from labkit.benchmarks.gpu_tests import STEPS
+
+    def marked(fn, module_marks):
+        decos = [ast.unparse(d) for d in fn.decorator_list]
+        return "pytest.mark.workers" in decos or "pytest.mark.workers" in module_marks
+
+    unmarked = []
+    for f in sorted(Path(__file__).parent.glob("test_*_gpu.py")):
+        tree = ast.parse(f.read_text())
+        module_marks = " ".join(ast.unparse(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                                and any(getattr(t, "id", "") == "pytestmark" for t in n.targets))
+        for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")):
+            for call in (c for c in ast.walk(fn) if isinstance(c, ast.Call) and ast.unparse(c.func) == "labkit.bench"):
+                in_process = any(k.arg == "workers" and isinstance(k.value, ast.Constant) and k.value.value is False
+                                 for k in call.keywords)
+                if not in_process and not marked(fn, module_marks):
+                    unmarked.append(f"{f.name}::{fn.name}")
+    assert not unmarked, unmarked
+    for step in ("memcheck", "racecheck"):
+        m = STEPS[step][STEPS[step].index("-m", STEPS[step].index("pytest")) + 1]
+        assert "not workers" in m, (step, m)

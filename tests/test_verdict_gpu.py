@@ -16,6 +16,7 @@ def test_aa_add_f16x8_pack_says_same():
     assert 1 - res.false_rate >= SAME_GOAL, res.text()
 
 
+@pytest.mark.workers
 def test_f16x8_against_f16x8_pack_is_decided():
     df = labkit.bench("add", ["f16x8", "f16x8_pack"], "f16", ["4096x4096"], progress=False)
     rows = {r["variant"]: r for r in df.to_dict("records")}
