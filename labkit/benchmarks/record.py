@@ -49,6 +49,7 @@ def stages(budget: float) -> list:
                        "--budget-s", "{cap:320}"], 60),
         ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
         ("zoo", [*cli, "sweep", *zoo(), "--in-process", "--budget", b], 120),
+        ("floors", [PY, "-m", "labkit.benchmarks.floors", "--out", "{res}/floors.json"], 20),
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
