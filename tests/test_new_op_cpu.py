@@ -230,7 +230,8 @@ def in_copy():
     folder = here / "zoo-results"
     folder.mkdir(exist_ok=True)
     ResultLog(folder / "gelu.jsonl").append(row)
-    assert "| gelu | f32 | cold | 1 | f32x4 | 95.9 | – | 0.90 | met |" in goal_table(folder)  # goal: 95 %, no CUPTI
+    # goal: 95 %; no CUPTI, no % of spec in this row
+    assert "| gelu | f32 | cold | 1 | f32x4 | 95.9 | – | – | 0.90 | met |" in goal_table(folder)
     assert cli(["list", "gelu"]) == 0
     print("tables: ok")
     # sass facts: the block size, and where the tools exist, the access widths in the machine code
