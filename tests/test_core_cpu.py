@@ -154,8 +154,11 @@ def test_host_bound_allows_one_floor_per_kernel(time_us, kernel_us, floor, kerne
 def test_a_row_says_where_the_profiler_slowed_it_and_graphs_hold_no_host(monkeypatch, mode, time_us, kernel_us,
                                                                          cupti_event_us, host, slowed):
     import labkit.device
+    from labkit import cupti
     from labkit.runner import Runner
 
+    monkeypatch.setitem(cupti._ran, "any", False)  # no Probe has recorded, no Nsight
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
     monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})
     rec = {"op": "relu", "variant": "f16", "dtype": "f16", "shape": "16384x16384", "mode": mode, "status": "ok",
            "bytes": 1 << 30, "time_us": time_us, "kernel_us": kernel_us, "cupti_event_us": cupti_event_us,
@@ -165,6 +168,7 @@ def test_a_row_says_where_the_profiler_slowed_it_and_graphs_hold_no_host(monkeyp
     monkeypatch.setattr(runner, "facts", lambda: {"copy_peak_gbps": 3000.0, "ref": "test", "floor": {mode: floor}})
     runner._derive(resolve("relu", "f16", "f16", "16384x16384", mode=mode), rec)
     assert rec["host_bound"] is host and rec["cupti_slowed"] is slowed
+    assert rec.get("cupti_paced") is (None if mode == "cold" else False)  # graph states say it
     assert rec["cupti_slowdown"] == pytest.approx(100 * (cupti_event_us / time_us - 1))
     assert ("CUPTI+" in tables.row_line(rec)) is slowed
 
@@ -379,3 +383,30 @@ def test_graph_states_settle_once_per_process_and_device(monkeypatch):
     timing.measure(lambda: None, "hot", rule=rule)
     timing.measure([lambda: None] * 3, "rotating", rule=rule)
     assert settled == [body, body]
+
+
+def test_a_graph_row_timed_where_cupti_had_run_says_so(monkeypatch):
+    """Once a Probe has recorded in the process (or Nsight holds CUPTI), a graph state's row says
+    cupti_paced: its back-to-back launches keep another pace there (issue 22); a cold row never does."""
+    import labkit.device
+    from labkit import cupti
+    from labkit.runner import Runner
+
+    monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})
+    runner = Runner(peak=False)
+    monkeypatch.setattr(runner, "facts", lambda: None)
+
+    def row(mode):
+        rec = {"op": "add", "variant": "f16x8_pack", "dtype": "f16", "shape": "1024x1024", "mode": mode,
+               "status": "ok", "bytes": 6 << 20, "time_us": 1.75, "kernel_us": 1.81}
+        runner._derive(resolve("add", "f16x8_pack", "f16", "1024x1024", mode=mode), rec)
+        return rec.get("cupti_paced")
+
+    monkeypatch.setitem(cupti._ran, "any", False)
+    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
+    assert (row("hot"), row("rotating"), row("cold")) == (False, False, None)
+    monkeypatch.setitem(cupti._ran, "any", True)
+    assert (row("hot"), row("rotating"), row("cold")) == (True, True, None)
+    monkeypatch.setitem(cupti._ran, "any", False)
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    assert row("hot") is True
