@@ -119,7 +119,7 @@ LK_EXPORT int lk_fma(const lk_args* args, cudaStream_t stream) {
 constexpr int LK_READ_THREADS = 1024, LK_READ_U = 4;
 __global__ void __launch_bounds__(LK_READ_THREADS, 2) lk_read_kernel(const float4* __restrict__ x, float* out,
                                                                      int64_t packs) {
-  __shared__ float warp_sums[LK_READ_THREADS / 32];
+  __shared__ float scratch[32];
   const int64_t stride = int64_t(gridDim.x) * LK_READ_THREADS;
   float a = 0.f, b = 0.f;
   int64_t p = int64_t(blockIdx.x) * LK_READ_THREADS + threadIdx.x;
@@ -134,15 +134,8 @@ __global__ void __launch_bounds__(LK_READ_THREADS, 2) lk_read_kernel(const float
     const float4 r = x[p];
     a += r.x + r.y, b += r.z + r.w;
   }
-  float v = a + b;
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    v = warp_sums[threadIdx.x];
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x == 0) out[blockIdx.x] = v;
-  }
+  const float v = block_reduce_sum<LK_READ_THREADS>(a + b, scratch);
+  if (threadIdx.x == 0) out[blockIdx.x] = v;
 }
 
 LK_EXPORT int lk_read(const lk_args* args, cudaStream_t stream) {

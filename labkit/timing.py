@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cache_states, device, launch
-from .cupti import Probe, cupti_free, per_launch
+from .cupti import Probe, cupti_free, per_launch, ran as cupti_ran
 from .device import sm_clock
 from .errors import ConfigError
 from .launch import error_string
@@ -238,9 +238,8 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
     state needs them). With `ranges`, the warm-up and the timed loop sit in NVTX ranges 'warmup' and
     'timed <mode>'. With a `meter` (labkit.energy.Sampler: start(), stop(launches)), its clocks,
     temperature and throttling over the timed loop are added (`Measurement.energy`; energy per launch
-    is labkit.energy.measure's, which calls this). With `kernels` (and CUPTI free: not under
-    Nsight), the timed loop runs under CUPTI and the same samples' kernel durations are added
-    (`Measurement.kernels`, labkit.cupti.per_launch)."""
+    is labkit.energy.measure's, which calls this). With `kernels` (and CUPTI free: not under Nsight),
+    the timed loop runs under CUPTI and the same samples' kernel durations are added (`.kernels`)."""
     state = cache_states.get(mode)
     fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
     if not fns or not all(callable(f) for f in fns):
@@ -325,13 +324,13 @@ _settled: set = set()  # the devices settled in this process
 
 
 def _settle(body) -> None:
-    """Once per process and device: SETTLE_S of replays back to back (two in flight). After 0.2-0.4 s
-    of them a process's launches of a 2 µs kernel run ~10 % further apart, and stay so, for every kernel
-    of the process (H100 add f16 1024²: 1.72 -> 1.91 µs a launch, SM clock unchanged;
-    logs/c9ab59541530/settle.log): the state a loop of launches and triton's do_bench_cudagraph see."""
+    """Once per process and device, where CUPTI never ran (there the pace is CUPTI's, settled or not):
+    SETTLE_S of replays back to back, two in flight. After 0.2-0.4 s of them a process's launches of a
+    2 µs kernel run ~10 % further apart and stay so (H100 add f16 1024²: 1.72 -> 1.91 µs a launch;
+    logs/c9ab59541530/settle.log), the pace a loop of launches and triton's do_bench_cudagraph see."""
     import torch
 
-    if torch.cuda.current_device() not in _settled:
+    if torch.cuda.current_device() not in _settled and not cupti_ran():
         t0, evs = time.perf_counter(), []
         while time.perf_counter() - t0 < SETTLE_S:
             body()
@@ -367,10 +366,11 @@ def _cupti_phase(before, body, state, batch) -> dict:
 def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    if state.graph:
+    traced = kernels and cupti_free()  # CUPTI records this loop's first groups: no settle then
+    if state.graph and not traced:
         with phase("settle"):
             _settle(body)
-    cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
+    cupti = _cupti_phase(before, body, state, batch) if traced else None
     if meter:
         meter.start()
     loop = _run_samples(before, body, rule, state.group)

@@ -57,10 +57,6 @@ STEPS = {
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
 
-# the sanitizers follow every process, the labkit workers some tests start too, and slow them
-# several times over: their start gets the tools' longer limit (labkit.workers.worker_start_s)
-SANITIZED_ENV = {"LABKIT_TOOL_TIMEOUT_S": "900"}
-
 
 def _reports(texts) -> list:
     """The sanitizer's error / hazard reports, each its header line with the lines under it."""
@@ -118,12 +114,11 @@ def command(step: str, workers: int | None = None, select: str | None = None) ->
     return argv
 
 
-def run_step(argv: list, timeout: float, grace: float = 45, env=None) -> tuple[str, int | str]:
+def run_step(argv: list, timeout: float, grace: float = 45) -> tuple[str, int | str]:
     """(output, exit code or 'timeout'). At the timeout the step's process group gets SIGINT, as
     Ctrl-C would: pytest stops, prints its summary of what ran, and the sanitizer its report, within
     `grace` seconds (then SIGKILL)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                         env=None if env is None else dict(os.environ, **env))
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = p.communicate(timeout=max(1.0, timeout - grace))
         return out, p.returncode
@@ -173,16 +168,14 @@ def main(argv=None) -> dict:
             continue
         t0 = time.monotonic()
         argv_ = [x.replace("{logs}", str(logs)) for x in command(step, a.workers, a.select)]
-        env = SANITIZED_ENV if step in ("memcheck", "racecheck") else {}
-        log, rc = run_step(argv_, left, env=env)
+        log, rc = run_step(argv_, left)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
         reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
         line, wrong = summary(log, step, reports)
         line += f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else ""
         if rc == 0 and wrong:
             rc = f"sanitizer: {wrong}"  # pytest passed; the sanitizer's verdict did not
-        cmd = " ".join([*(f"{k}={v}" for k, v in env.items()),
-                        *(x if x != PY else "python" for x in command(step, a.workers, a.select))])
+        cmd = " ".join(x if x != PY else "python" for x in command(step, a.workers, a.select))
         runs.append({"step": step, "command": cmd, "summary": line, "returncode": rc,
                      "seconds": round(time.monotonic() - t0, 1), "commit": prov["commit"], "date": prov["date"],
                      **({"select": a.select} if a.select else {})})

@@ -57,7 +57,7 @@ RELATIONS = (
              "back-to-back launches the launches of a 2 µs kernel run ~10 % further apart and stay so (H100 add "
              "f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz, logs/c9ab59541530/settle.log): "
              "triton's 0.2 s of replays gets there, and labkit's graph states run 0.5 s of replays once per "
-             "process first (timing._settle). Where CUPTI has run, as labkit's kernel time runs it in this "
+             "process first where CUPTI never ran (timing._settle). Where CUPTI has run, as labkit's kernel time runs it in this "
              "process, the same graph behind the blocking kernel runs at ~1.75 µs a launch, settled or not "
              "(H100 1024²: labkit hot 1.75, labkit hot without CUPTI 1.91, triton 1.91, CUPTI's kernel 1.81; "
              "logs/bb7b308bc703/reconcile.log): at <= 2048² this row reads 8-11 % below triton's, and "
