@@ -38,3 +38,36 @@ def test_zoo_judges_a_miss_under_the_floor_against_the_floor(tmp_path, pct, goal
     assert f"| {goal} |" in line, line
     assert f"| {pct:.1f} | {pct + 1:.1f} | {pct * 0.9:.1f} | 0.90 |" in line  # % peak, kernel, spec, x torch
     assert ("floor 91.5 %" in line) == (goal != "met")
+
+
+def test_a_torn_or_linked_floors_file(tmp_path):
+    """A floors.json cut off while written is named in a warning and the table goes on without floors;
+    one reached through a symlink is read like the file."""
+    from labkit.benchmarks.floors import load
+    from labkit.benchmarks.zoo import goal_table
+
+    floors = {"fits": {"read": {"cold": {"events": {"fixed_us": 2.0, "stream_gbps": 3100.0}}}}}
+    row = {"op": "reduce_sum", "variant": "a", "dtype": "f32", "shape": "16777216", "mode": "cold", "status": "ok",
+           "bytes": 64 << 20, "time_us": 1.0, "pct_peak": 85.0, "peak_gbps": 3100.0}
+    (tmp_path / "reduce-sum.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "floors.json").write_text(json.dumps(floors)[:40])
+    with pytest.warns(UserWarning, match=r"floors.json: not read \(JSONDecodeError"):
+        assert load(tmp_path) is None
+    with pytest.warns(UserWarning, match="shown without their floors"):
+        line, = [x for x in goal_table(tmp_path).splitlines() if x.startswith("| reduce_sum")]
+    assert "| MISSED |" in line and "floor" not in line.split("|")[-2]
+    real = tmp_path / "elsewhere.json"
+    real.write_text(json.dumps(floors))
+    (tmp_path / "floors.json").unlink()
+    (tmp_path / "floors.json").symlink_to(real)
+    assert load(tmp_path) == floors
+    assert load(tmp_path / "nowhere") is None
+
+
+@pytest.mark.parametrize("sizes", [["0"], ["64", "-1"], []])
+def test_floors_refuse_sizes_below_one_mib_before_any_gpu_work(capsys, sizes):
+    from labkit.benchmarks import floors
+
+    with pytest.raises(SystemExit) as e:
+        floors.main(["--sizes", *sizes])
+    assert e.value.code == 2 and "--sizes takes the MiB each launch moves, each at least 1" in capsys.readouterr().err

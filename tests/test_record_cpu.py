@@ -209,3 +209,11 @@ def test_gpu_tests_that_start_workers_are_marked_and_left_out_of_the_sanitizers(
     for step in ("memcheck", "racecheck"):
         m = STEPS[step][STEPS[step].index("-m", STEPS[step].index("pytest")) + 1]
         assert "not workers" in m, (step, m)
+
+
+def test_gpu_tests_refuse_fewer_than_one_worker(capsys, tmp_path):
+    from labkit.benchmarks import gpu_tests
+
+    with pytest.raises(SystemExit) as e:
+        gpu_tests.main(["--logs", str(tmp_path), "--workers", "0"])
+    assert e.value.code == 2 and "--workers takes the pytest-xdist processes, at least 1, got 0" in capsys.readouterr().err

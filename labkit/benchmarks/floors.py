@@ -11,6 +11,9 @@ misses 95 % of the copy peak against the floor at its own bytes.
 from __future__ import annotations
 
 import argparse
+import json
+import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -29,6 +32,7 @@ SIZES_MIB = (64, 128, 256, 512, 1024)
 KINDS = ("read", "copy")   # the reductions' floor, every other memory-bound op's
 READ_THREADS, READ_U = 1024, 4   # lk_read's block and loads per thread per round (harness.cu)
 CLOCKS = {"events": "time_us", "kernel": "kernel_us"}
+FILE = "floors.json"  # in results/<gpu>/, beside the sweep files the zoo table judges
 
 
 class ReadSet:
@@ -102,6 +106,20 @@ def fit(rows: list, clock: str) -> dict | None:
     return {"fixed_us": float(fixed), "stream_gbps": float(1 / slope / 1e3)}
 
 
+def load(folder) -> dict | None:
+    """The floors recorded in `folder`, or None: none there, or a file that cannot be read (a run cut
+    off while writing it: said in a warning, and the zoo table goes on without floors)."""
+    path = Path(folder) / FILE
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        warnings.warn(f"{path}: not read ({type(e).__name__}: {e}); the misses are shown without their floors",
+                      stacklevel=2)
+        return None
+
+
 def floor_pct(floors: dict, kind: str, mode: str, nbytes: float, peak_gbps: float, clock: str = "events"):
     """% of `peak_gbps` that the `kind` floor reaches at `nbytes` in `mode` (from the fit), or None."""
     f = ((floors or {}).get("fits", {}).get(kind, {}).get(mode) or {}).get(clock)
@@ -116,6 +134,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--budget", type=float, default=0.3, help="seconds of sampling per row (default 0.3)")
     ap.add_argument("--sizes", type=int, nargs="*", default=list(SIZES_MIB), help="MiB moved per launch")
     a = ap.parse_args(argv)
+    if not a.sizes or min(a.sizes) < 1:
+        ap.error(f"--sizes takes the MiB each launch moves, each at least 1, got {a.sizes}")
     facts = device_facts()
     peak = facts["copy_peak_gbps"]
     rule = StopRule(budget_s=a.budget)

@@ -145,6 +145,8 @@ def main(argv=None) -> dict:
                     help="instead of running: merge these tests.json files of one GPU (from several calls) into --out")
     ap.add_argument("--out", help="with --merge: the merged file")
     a = ap.parse_args(argv)
+    if a.workers is not None and a.workers < 1:
+        ap.error(f"--workers takes the pytest-xdist processes, at least 1, got {a.workers}")
     if a.merge:
         files = [json.loads(Path(f).read_text()) for f in a.merge]
         if len({f["gpu"] for f in files}) != 1:

@@ -5,11 +5,10 @@ prints the table. `--summary` judges issue 25's goal over the recorded sweep fil
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from labkit import session
-from labkit.benchmarks.floors import floor_pct
+from labkit.benchmarks.floors import floor_pct, load as load_floors
 from labkit.cache_states import from_dram, names
 from labkit.config import make_rule, plan
 from labkit.device import provenance
@@ -107,8 +106,7 @@ def goal_table(folder) -> str:
     floors.json (labkit.benchmarks.floors)."""
     lines = ["| op | dtype | mode | shapes | best variant(s) | lowest % peak | lowest % peak, kernel | lowest % spec "
              "| highest x torch | goal | misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    f_floors = Path(folder) / "floors.json"
-    floors = json.loads(f_floors.read_text()) if f_floors.exists() else None
+    floors = load_floors(folder)
     seen: set = set()
     for sweep, f in goal_files(folder):
         rows = [r for r in load_rows(f) if r["status"] == "ok" and judged(sweep.op, r)]
