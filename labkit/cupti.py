@@ -30,16 +30,6 @@ def cupti_free() -> bool:
     return not os.environ.get("CUDA_INJECTION64_PATH")
 
 
-_ran = {"any": False}  # a Probe has recorded in this process
-
-
-def ran() -> bool:
-    """Whether CUPTI has recorded in this process (a Probe started) or a profiler holds it (Nsight):
-    there a CUDA graph's back-to-back launches keep another pace than in a process where it never ran
-    (labkit.runner's row field cupti_paced)."""
-    return _ran["any"] or not cupti_free()
-
-
 class Probe:
     """CUPTI over a timed loop: `with Probe() as p:` around it, p.begin() / p.end() around each
     sample's events; afterwards p.records holds (name, start_ns, duration_ns) of every device
@@ -78,7 +68,6 @@ class Probe:
                 prof = profile(use_device="cuda", use_cpu=False, use_kineto=True)
                 prof.__enter__()
             self._prof = prof
-            _ran["any"] = True
         except Exception as e:  # CUPTI held by another tool, no kineto in this build, ...
             self.error = f"the profiler did not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         return self

@@ -13,8 +13,8 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
     nvtx = None
 
 DOMAIN = "labkit"
-# the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a graph
-# state's first timed range in a process holds the "settle" replays (labkit.timing._settle)
+# the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a
+# process's first timed range on a device holds the "settle" replays (labkit.timing.settle)
 PHASES = ("compile", "check", "warmup", "timed", "settle", "recheck", "kernel time")
 
 

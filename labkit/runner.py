@@ -14,7 +14,7 @@ import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from . import cache_states, ceilings, cupti, device, energy, launch
+from . import cache_states, ceilings, device, energy, launch
 from .check import compare, poison
 from .config import Config
 from .errors import ConfigError, LabkitError, LaunchError
@@ -236,8 +236,6 @@ class Runner:
             # the kernel itself slows under it (relu f16 scalar 16384^2: +11 %, H100): kernel_us is of those
             rec["cupti_slowdown"] = 100 * (rec["cupti_event_us"] / rec["time_us"] - 1)
             rec["cupti_slowed"] = exceeds(rec["cupti_event_us"] - rec["time_us"], rec["time_us"])
-        if cache_states.get(cfg.mode).graph:  # the pace of back-to-back launches depends on it (issue 22)
-            rec["cupti_paced"] = cupti.ran()
         # the physics guard: the DRAM traffic this time implies against the datasheet (labkit.guard)
         found = of_row(rec, facts or {"l2_bytes": device.properties()["l2_bytes"]})
         rec.update({key: x for key, x in found.items() if x is not None})

@@ -84,9 +84,6 @@ for _f in (
     ("cupti_slowdown", float, "%", "kernel", "", "cupti_event_us over time_us - 1: what running under CUPTI added"),
     ("cupti_slowed", bool, "", "kernel", "table explorer", "cupti_slowdown above max(0.5 µs, 3 %): kernel_us is "
                                                           "of launches the profiler slowed"),
-    ("cupti_paced", bool, "", "kernel", "", "graph states: timed in a process where CUPTI had run (kernel time, "
-                                            "Nsight), where back-to-back launches of a few-µs kernel run ~0.15 µs a "
-                                            "launch closer than in one without it (add f16 1024²: 1.75 vs 1.91 µs)"),
     ("overhead_us", float, "µs", "host", "", "time_us - kernel_us"),
     ("floor_us", float, "µs", "host", "", "this device's event overhead in this mode (labkit peak)"),
     ("host_bound", bool, "", "host", "table explorer", "event states: overhead above the floor by more than max(0.5 µs, "

@@ -18,8 +18,8 @@ kernel outlasts the host's enqueue.
 With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each sample gets its
 kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
 record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
-A graph state's first samples in a process come after `_settle`. Sampling stops by the StopRule
-(noise target, sample cap, time budget); the reason is recorded.
+A process's first samples wait out a fresh context's pace (labkit.pace). Sampling stops by the
+StopRule (noise target, sample cap, time budget); the reason is recorded.
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cache_states, device, launch
-from .cupti import Probe, cupti_free, per_launch, ran as cupti_ran
+from . import cache_states, device, launch, pace
+from .cupti import Probe, cupti_free, per_launch
 from .device import sm_clock
 from .errors import ConfigError
 from .launch import error_string
@@ -166,11 +166,10 @@ FLUSHES = {"read": _read_flush,                          # twice the L2 size rea
 
 def flush(kind: str | None) -> None:
     """The flush a cache state declares (None: nothing)."""
-    if kind is None:
-        return
-    if kind not in FLUSHES:
+    if kind is not None and kind not in FLUSHES:
         raise ConfigError(f"unknown flush {kind!r}; flushes are {', '.join(FLUSHES)}")
-    FLUSHES[kind]()
+    if kind is not None:
+        FLUSHES[kind]()
 
 
 @dataclass
@@ -266,6 +265,7 @@ def _warmup(fn, warmup_s: float, state) -> None:
     be loaded while the GPU spins."""
     import torch
 
+    pace.mark()  # the settle's clock starts at the process's first measurement on the device
     flush(state.flush)
     t0, calls = time.perf_counter(), 0
     while calls < 3 or time.perf_counter() - t0 < warmup_s:
@@ -319,28 +319,6 @@ def _sample(state, fns, hot_target_s):
     return before, loop, batch, "loop"
 
 
-SETTLE_S = 0.5       # back-to-back replays a process runs once, before its first graph samples
-_settled: set = set()  # the devices settled in this process
-
-
-def _settle(body) -> None:
-    """Once per process and device, where CUPTI never ran (there the pace is CUPTI's, settled or not):
-    SETTLE_S of replays back to back, two in flight. After 0.2-0.4 s of them a process's launches of a
-    2 µs kernel run ~10 % further apart and stay so (H100 add f16 1024²: 1.72 -> 1.91 µs a launch;
-    logs/c9ab59541530/settle.log), the pace a loop of launches and triton's do_bench_cudagraph see."""
-    import torch
-
-    if torch.cuda.current_device() not in _settled and not cupti_ran():
-        t0, evs = time.perf_counter(), []
-        while time.perf_counter() - t0 < SETTLE_S:
-            body()
-            evs = evs[-1:] + [torch.cuda.Event()]
-            evs[-1].record()
-            evs[0].synchronize()
-        torch.cuda.current_stream().synchronize()
-        _settled.add(torch.cuda.current_device())
-
-
 def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
     """Launches in a graph sample: one sample lasts ~hot_target_s, so the replay's fixed cost per launch
     stays under ~0.1 µs (at 200 µs a 35 µs kernel got 5 launches per replay and +1.3 µs per launch,
@@ -366,10 +344,9 @@ def _cupti_phase(before, body, state, batch) -> dict:
 def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    traced = kernels and cupti_free()  # CUPTI records this loop's first groups: no settle then
-    if state.graph and not traced:
-        with phase("settle"):
-            _settle(body)
+    traced = kernels and cupti_free()  # CUPTI records this loop's first groups
+    with phase("settle"):
+        pace.settle(body)
     cupti = _cupti_phase(before, body, state, batch) if traced else None
     if meter:
         meter.start()

@@ -154,10 +154,8 @@ def test_host_bound_allows_one_floor_per_kernel(time_us, kernel_us, floor, kerne
 def test_a_row_says_where_the_profiler_slowed_it_and_graphs_hold_no_host(monkeypatch, mode, time_us, kernel_us,
                                                                          cupti_event_us, host, slowed):
     import labkit.device
-    from labkit import cupti
     from labkit.runner import Runner
 
-    monkeypatch.setitem(cupti._ran, "any", False)  # no Probe has recorded, no Nsight
     monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
     monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})
     rec = {"op": "relu", "variant": "f16", "dtype": "f16", "shape": "16384x16384", "mode": mode, "status": "ok",
@@ -168,7 +166,6 @@ def test_a_row_says_where_the_profiler_slowed_it_and_graphs_hold_no_host(monkeyp
     monkeypatch.setattr(runner, "facts", lambda: {"copy_peak_gbps": 3000.0, "ref": "test", "floor": {mode: floor}})
     runner._derive(resolve("relu", "f16", "f16", "16384x16384", mode=mode), rec)
     assert rec["host_bound"] is host and rec["cupti_slowed"] is slowed
-    assert rec.get("cupti_paced") is (None if mode == "cold" else False)  # graph states say it
     assert rec["cupti_slowdown"] == pytest.approx(100 * (cupti_event_us / time_us - 1))
     assert ("CUPTI+" in tables.row_line(rec)) is slowed
 
@@ -213,6 +210,9 @@ def _fake_cuda(monkeypatch, blk):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: Stream())
     monkeypatch.setattr(torch.cuda, "_sleep", lambda n: blk.calls.append(("spin", n)) if blk else None)
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr("labkit.pace._since", {0: -1e9})
+    monkeypatch.setattr("labkit.pace._marked", {0})  # long settled (labkit.pace's own test sets it)
 
 
 def test_every_group_is_enqueued_behind_the_blocking_kernel(monkeypatch):
@@ -347,29 +347,46 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
     assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
 
 
-def test_graph_states_settle_once_per_process_and_device(monkeypatch):
-    """A graph state's first samples in a process come after SETTLE_S of its replays back to back
-    (the loaded launch pace triton's do_bench_cudagraph sees, issue 22); once per device, never for a
-    flushed state."""
+def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
+    """A process's first samples wait, replaying, until SETTLE_S after its first measurement on the device
+    (a fresh context's faster pace, issue 22); nothing once that has passed, per device; again after
+    `disturbed` (a child process's context came and went); every state; with no body, a sleep."""
+    import time
+
+    from labkit import pace
+
     blk = FakeBlocker()
     _fake_cuda(monkeypatch, blk)
     monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None, raising=False)
     dev = [0]
     monkeypatch.setattr(torch.cuda, "current_device", lambda: dev[0])
-    monkeypatch.setattr(timing, "_settled", set())
-    monkeypatch.setattr(timing, "SETTLE_S", 0.01)
+    monkeypatch.setattr(pace, "_since", {})
+    monkeypatch.setattr(pace, "_marked", set())
+    monkeypatch.setattr(pace, "SETTLE_S", 0.05)
     replays = []
-    timing._settle(lambda: replays.append(1))
-    assert replays and timing._settled == {0}
+    t0 = time.monotonic()
+    pace.settle(lambda: replays.append(1))
+    assert replays and time.monotonic() - t0 >= 0.05 and list(pace._since) == [0]
     n = len(replays)
-    timing._settle(lambda: replays.append(1))
-    assert len(replays) == n  # settled: nothing more on this device
+    pace.settle(lambda: replays.append(1))
+    assert len(replays) == n  # past SETTLE_S: nothing more on this device
+    pace.disturbed()
+    pace.settle(lambda: replays.append(1))
+    assert len(replays) > n  # a child's context came and went: settle again
+    n = len(replays)
     dev[0] = 1
-    timing._settle(lambda: replays.append(1))
-    assert len(replays) > n and timing._settled == {0, 1}
+    pace.mark()  # device 1's first measurement...
+    pace._since[1] -= 1.0  # ...a second ago: settled
+    pace.settle(lambda: replays.append(1))
+    assert len(replays) == n
+    dev[0] = 2
+    pace._since[2] = time.monotonic() - 1.0  # a child ran before the first measurement here: the first
+    t0 = time.monotonic()                    # measurement's clock still starts now
+    pace.settle()
+    assert time.monotonic() - t0 >= 0.05 and len(replays) == n and pace._marked == {0, 1, 2}
 
     settled = []
-    monkeypatch.setattr(timing, "_settle", lambda body: settled.append(body))
+    monkeypatch.setattr(pace, "settle", lambda body: settled.append(body))
     monkeypatch.setattr(timing, "blocker", lambda: blk)
     monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
     monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
@@ -377,36 +394,7 @@ def test_graph_states_settle_once_per_process_and_device(monkeypatch):
     body = lambda: None  # noqa: E731
     monkeypatch.setattr(timing, "_sample", lambda state, fns, t: (lambda: None, body, 1, "graph" if state.graph else "events"))
     rule = StopRule(max_samples=16, min_samples=16)
-    for mode in ("cold", "cold-dirty"):
+    for mode in ("cold", "cold-dirty", "hot"):
         timing.measure(lambda: None, mode, rule=rule)
-    assert settled == []
-    timing.measure(lambda: None, "hot", rule=rule)
     timing.measure([lambda: None] * 3, "rotating", rule=rule)
-    assert settled == [body, body]
-
-
-def test_a_graph_row_timed_where_cupti_had_run_says_so(monkeypatch):
-    """Once a Probe has recorded in the process (or Nsight holds CUPTI), a graph state's row says
-    cupti_paced: its back-to-back launches keep another pace there (issue 22); a cold row never does."""
-    import labkit.device
-    from labkit import cupti
-    from labkit.runner import Runner
-
-    monkeypatch.setattr(labkit.device, "properties", lambda: {"l2_bytes": 50 << 20})
-    runner = Runner(peak=False)
-    monkeypatch.setattr(runner, "facts", lambda: None)
-
-    def row(mode):
-        rec = {"op": "add", "variant": "f16x8_pack", "dtype": "f16", "shape": "1024x1024", "mode": mode,
-               "status": "ok", "bytes": 6 << 20, "time_us": 1.75, "kernel_us": 1.81}
-        runner._derive(resolve("add", "f16x8_pack", "f16", "1024x1024", mode=mode), rec)
-        return rec.get("cupti_paced")
-
-    monkeypatch.setitem(cupti._ran, "any", False)
-    monkeypatch.delenv("CUDA_INJECTION64_PATH", raising=False)
-    assert (row("hot"), row("rotating"), row("cold")) == (False, False, None)
-    monkeypatch.setitem(cupti._ran, "any", True)
-    assert (row("hot"), row("rotating"), row("cold")) == (True, True, None)
-    monkeypatch.setitem(cupti._ran, "any", False)
-    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
-    assert row("hot") is True
+    assert settled == [body] * 4  # every state: the fresh pace was seen in graphs; nvbench's cold read it too

@@ -60,6 +60,9 @@ def stream(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: Sync())
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr("labkit.pace._since", {0: -1e9})
+    monkeypatch.setattr("labkit.pace._marked", {0})  # long settled: no replays before the samples
     return gpu
 
 

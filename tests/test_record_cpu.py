@@ -179,6 +179,11 @@ def test_a_step_runs_in_parts_each_kept_apart():
                f("2026-11-03", ("memcheck", "not a", "timeout"), ("memcheck", "a", 0))])
     got = [(r["step"], r.get("select"), r["commit"], r["returncode"]) for r in m["runs"]]
     assert got == [("memcheck", None, "01", 0), ("memcheck", "a", "03", 0), ("memcheck", "not a", "03", "timeout")]
+    # a whole run that passed covers the older parts of its step; a failed one does not
+    m = merge([f("2026-11-01", ("memcheck", "a", "timeout"), ("racecheck", "a", 0)),
+               f("2026-11-02", ("memcheck", None, 0), ("racecheck", None, 1))])
+    got = [(r["step"], r.get("select"), r["commit"], r["returncode"]) for r in m["runs"]]
+    assert got == [("memcheck", None, "02", 0), ("racecheck", "a", "01", 0), ("racecheck", None, "02", 1)]
 
 
 def test_gpu_tests_that_start_workers_are_marked_and_left_out_of_the_sanitizers():

@@ -192,10 +192,12 @@ def main(argv=None) -> dict:
 def merge(files: list) -> dict:
     """One tests.json of one GPU from several (oldest first): per step (and part of a step, its
     `select`) the newest run and, when that one did not pass, the newest that did, each with its own
-    commit and date."""
+    commit and date. A part older than a whole run of its step that passed is dropped: that run covers it."""
     runs = [dict(r, commit=r.get("commit", f["commit"]), date=r.get("date", f["date"]))
             for f in files for r in f.get("runs", [])]
-    runs.sort(key=lambda r: r["date"])
+    whole = {r["step"]: r["date"] for r in runs if r.get("select") is None and r["returncode"] == 0}
+    runs = sorted((r for r in runs if r.get("select") is None or r["date"] > whole.get(r["step"], "")),
+                  key=lambda r: r["date"])
     keep = []
     for step, select in dict.fromkeys((s, r.get("select")) for s in STEPS for r in runs if r["step"] == s):
         mine = [r for r in runs if r["step"] == step and r.get("select") == select]

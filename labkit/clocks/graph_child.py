@@ -17,17 +17,18 @@ from pathlib import Path
 
 from ..config import make_rule, resolve
 from ..errors import LabkitError
+from ..pace import settle
 from ..timing import measure as time_it
 from .harnesses import Subject, error_note, graph_none, idle_rows, rounds_median, row, triton_rows
 
-# the three alternate, this many rounds: within one process the same graph of 2 µs launches moved by
-# 10 % after ~0.2-0.4 s of back-to-back launches and stayed there, every way of replaying it alike
-# (H100 add f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz; logs/384094ebd7be/graph-state2.log)
+# the three alternate, this many rounds (each row the median of its rounds)
 ROUNDS = 3
 
 
 def measure(subject, budget_s: float) -> list:
-    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds."""
+    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds, from SETTLE_S after
+    the Subject's first launches (labkit.pace: a fresh context's launches run closer together)."""
+    settle()
     rounds = []
     for _ in range(ROUNDS):
         rows = triton_rows(subject, ("do_bench_cudagraph",)) + idle_rows(subject, ["hot"])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..config import resolve
 from ..errors import LabkitError
+from ..pace import settle
 from .harnesses import MEASURES, Subject, absent, error_note, row
 
 NAME = "labkit"
@@ -43,6 +44,7 @@ def measure(subject, device: int, timeout_s: float, json_path: Path) -> list:
         state.exec(launcher)
 
     bench.register(labkit).set_timeout(timeout_s)
+    settle()  # nvbench starts SETTLE_S after the Subject's first launches, as labkit's samples do
     bench.run_all_benchmarks([NAME, "--quiet", "--json", str(json_path), "--benchmark", NAME, "--devices", str(device)])
     bad = subject.recheck()
     state = BenchmarkResult.from_json(json_path)[NAME].states[0]

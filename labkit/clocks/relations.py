@@ -53,15 +53,12 @@ RELATIONS = (
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
              "torch.profiler has run, each graph node costs the host ~0.47 µs at launch, and a replay started "
-             "on an idle GPU, as triton's is, waits for it). In a process without CUPTI, after 0.2-0.4 s of "
-             "back-to-back launches the launches of a 2 µs kernel run ~10 % further apart and stay so (H100 add "
-             "f16 1024²: 1.72 then 1.91 µs a launch, SM clock 1980 MHz, logs/c9ab59541530/settle.log): "
-             "triton's 0.2 s of replays gets there, and labkit's graph states run 0.5 s of replays once per "
-             "process first where CUPTI never ran (timing._settle). Where CUPTI has run, as labkit's kernel time runs it in this "
-             "process, the same graph behind the blocking kernel runs at ~1.75 µs a launch, settled or not "
-             "(H100 1024²: labkit hot 1.75, labkit hot without CUPTI 1.91, triton 1.91, CUPTI's kernel 1.81; "
-             "logs/bb7b308bc703/reconcile.log): at <= 2048² this row reads 8-11 % below triton's, and "
-             "'labkit hot without CUPTI' is labkit's number to compare"),
+             "on an idle GPU, as triton's is, waits for it). Both start 3 s after their process's first launches "
+             "and after any child process (labkit.pace): for 1-2 s after a process creates a CUDA context, and "
+             "~0.6 s after another process creates one, back-to-back launches of a 2 µs kernel run ~10 % closer "
+             "together (H100 add f16 1024²: 1.73 then 1.915 µs a launch, H200 1.64 then 1.82; "
+             "logs/2fed0a0b6d8f/timeline2.log, timeline.log). Before labkit waited, this row read 5-11 % below "
+             "triton at <= 2048² (logs/bb7b308bc703/reconcile.log): CUPTI was not the cause, the fresh context was"),
     Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
              "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
              "(each the median of its rounds): labkit's hot graph behind its blocking kernel, triton's started "
