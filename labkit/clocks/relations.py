@@ -53,12 +53,15 @@ RELATIONS = (
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
              "torch.profiler has run, each graph node costs the host ~0.47 µs at launch, and a replay started "
-             "on an idle GPU, as triton's is, waits for it). Both start 3 s after their process's first launches "
-             "and after any child process (labkit.pace): for 1-2 s after a process creates a CUDA context, and "
-             "~0.6 s after another process creates one, back-to-back launches of a 2 µs kernel run ~10 % closer "
-             "together (H100 add f16 1024²: 1.73 then 1.915 µs a launch, H200 1.64 then 1.82; "
-             "logs/2fed0a0b6d8f/timeline2.log, timeline.log). Before labkit waited, this row read 5-11 % below "
-             "triton at <= 2048² (logs/bb7b308bc703/reconcile.log): CUPTI was not the cause, the fresh context was"),
+             "on an idle GPU, as triton's is, waits for it). At <= 2048² this row has read 5-11 % below triton's "
+             "in every reconcile, with or without labkit.pace's wait (H100 add f16 1024² at 030c11523fdb: 1.74 vs "
+             "1.92 µs): a graph of 2 µs launches runs at one of two paces, its kernels overlapping their "
+             "predecessor's recorded end (~1.74 µs a launch) or leaving a gap (~1.91), CUPTI's kernel 1.83 µs in "
+             "both. Which one a process gets is not pinned down: a fresh context is fast for 1-2 s, another "
+             "process's new context brings it back for ~0.6 s (logs/2fed0a0b6d8f/timeline2.log), neither load, "
+             "triton nor CUPTI moves it (trigger.log, logs/030c11523fdb/cuptistop.log), yet the reconcile's own "
+             "process stays fast throughout. Measured in turn in one process, labkit's hot and triton's graph "
+             "agree: the next relation"),
     Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
              "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
              "(each the median of its rounds): labkit's hot graph behind its blocking kernel, triton's started "
