@@ -44,8 +44,10 @@ RELATIONS = (
              "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
              "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
              "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). At kernels of "
-             "<= 11 µs (<= 2048² add f16) labkit reads 2-5 % above nvbench (2048²: H100 +1.9 / +2.9 %, H200 "
-             "+4.8 / +2.6 % in one run and +2.4 / +1.8 % in the next); neither a write-back backlog left by the "
+             "<= 11 µs (<= 2048² add f16) labkit reads above nvbench, most on the H200 (f16x8_pack / torch, "
+             "with both harnesses waiting out a fresh context (labkit.pace): 1024² H100 +0.9 / +1.4 %, H200 "
+             "+9.3 / +6.4 %; 2048² H100 +1.9 / 0.0 %, H200 +3.0 / +2.4 %; before that wait 2048² read H200 "
+             "+4.8 / +2.6 % and +2.4 / +1.8 %); neither a write-back backlog left by the "
              "flush (a 3-10 µs gap after it changed nothing, H100 logs/eb468fdabbdd/drain-gap.log) nor the "
              "flush's size (0.5, 1 or 2 L2s written: the same time, H200 logs/711790438a89/flush-size.log) is "
              "why; from 4096² within 1.2 %"),
