@@ -62,7 +62,9 @@ RELATIONS = (
              "both. Which one a process gets is not pinned down: a fresh context is fast for 1-2 s, another "
              "process's new context brings it back for ~0.6 s (logs/2fed0a0b6d8f/timeline2.log), neither load, "
              "triton nor CUPTI moves it (trigger.log, logs/030c11523fdb/cuptistop.log), yet the reconcile's own "
-             "process stays fast throughout. Measured in turn in one process, labkit's hot and triton's graph "
+             "process stays fast throughout, and a process running labkit's four states twice read hot fast "
+             "in the first round (1.741, 9 s in) and slow in the second (1.916; logs/e1fba6e286a0/rows.log). "
+             "Measured in turn in one process, labkit's hot and triton's graph "
              "agree: the next relation"),
     Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
              "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
