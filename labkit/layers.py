@@ -112,8 +112,8 @@ LAZY = {
     "nsight.ncu": {"pandas": TORCH_FREE},
     "nsight.nsys": {"pandas": TORCH_FREE},
     "nsight.profiling": {"pandas": TORCH_FREE},
-    "ops": {"torch": TORCH_FREE},
-    "pace": {"torch": TORCH_FREE},  # every module of ops/ (a new op's too): references and baselines make tensors
+    "ops": {"torch": TORCH_FREE},  # every module of ops/ (a new op's too): references and baselines make tensors
+    "pace": {"torch": TORCH_FREE},
     "recorded": {"pandas": TORCH_FREE},
     "records": {"pandas": TORCH_FREE},
     "remote": {"IPython": EXTRA, "cryptography": EXTRA, "distributed": EXTRA},

@@ -14,7 +14,7 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
 
 DOMAIN = "labkit"
 # the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a
-# process's first timed range on a device holds the "settle" replays (labkit.timing.settle)
+# process's first timed range on a device holds the "settle" replays (labkit.pace.settle)
 PHASES = ("compile", "check", "warmup", "timed", "settle", "recheck", "kernel time")
 
 

@@ -156,20 +156,26 @@ def _flush_buffer():
 def _read_flush() -> None:
     import torch
 
-    torch.sum(_flush_buffer()[0], dim=0, out=_flush_buffer()[1])
+    buf, sink = _flush_buffer()
+    torch.sum(buf, dim=0, out=sink)
+
+
+def _write_flush() -> None:
+    _flush_buffer()[0].zero_()
 
 
 # a cache state's `flush`: what runs on the current stream before a sample's start event
-FLUSHES = {"read": _read_flush,                          # twice the L2 size read: clean lines left behind
-           "write": lambda: _flush_buffer()[0].zero_()}  # twice the L2 size written: dirty lines left behind
+FLUSHES = {"read": _read_flush,    # twice the L2 size read: clean lines left behind
+           "write": _write_flush}  # twice the L2 size written: dirty lines left behind
 
 
 def flush(kind: str | None) -> None:
     """The flush a cache state declares (None: nothing)."""
-    if kind is not None and kind not in FLUSHES:
+    if kind is None:
+        return
+    if kind not in FLUSHES:
         raise ConfigError(f"unknown flush {kind!r}; flushes are {', '.join(FLUSHES)}")
-    if kind is not None:
-        FLUSHES[kind]()
+    FLUSHES[kind]()
 
 
 @dataclass
@@ -344,10 +350,9 @@ def _cupti_phase(before, body, state, batch) -> dict:
 def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    traced = kernels and cupti_free()  # CUPTI records this loop's first groups
     with phase("settle"):
         pace.settle(body)
-    cupti = _cupti_phase(before, body, state, batch) if traced else None
+    cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()
     loop = _run_samples(before, body, rule, state.group)
