@@ -351,7 +351,7 @@ def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measureme
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
     with phase("settle"):
-        pace.settle(body)
+        pace.settle(body, batch)
     cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()
