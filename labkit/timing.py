@@ -347,11 +347,18 @@ def _cupti_phase(before, body, state, batch) -> dict:
     return out
 
 
+def _pace_sample(before, body, state, batch) -> float:
+    """One group of samples taken as the timed loop takes them, seconds a launch (labkit.pace.settle's)."""
+    loop = _run_samples(before, body, StopRule(min_samples=state.group, max_samples=state.group), state.group)
+    return float(np.median(loop.samples)) / batch
+
+
 def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    with phase("settle"):
-        pace.settle(body, batch)
+    if cupti_free() and pace.pending():  # under a profiler the launches run at its pace
+        with phase("settle"):
+            pace.settle(lambda: _pace_sample(before, body, state, batch))
     cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()

@@ -348,39 +348,35 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
 
 
 def test_settling_ends_at_the_step_to_the_slow_pace_or_at_once_for_long_launches(monkeypatch):
-    """The wait is over once the replays' time per launch steps STEP above the fastest before them (the
-    fresh pace ended: 1.74 -> 1.91 µs), or after one replay whose launches take LONG_S or more (the
+    """The wait takes the loop's groups until their time per launch steps STEP above the fastest before
+    them (the fast pace ended: 1.74 -> 1.91 µs), or one group whose launches take LONG_S or more (the
     paces' 0.18 µs is under 1 % of them); a flat pace waits SETTLE_S."""
     import time
 
     from labkit import pace
 
-    _fake_cuda(monkeypatch, FakeBlocker())
-    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert not pace.stepped([1.74, 1.74, 1.75]) and not pace.stepped([1.74] * 3 + [1.77] * 3)
-    assert pace.stepped([1.74, 1.74, 1.91, 1.91, 1.91]) and not pace.stepped([1.74, 1.74, 1.91, 1.74, 1.91][:4])
+    assert pace.stepped([1.74, 1.74, 1.91, 1.91, 1.91]) and not pace.stepped([1.74, 1.74, 1.91, 1.74])
     monkeypatch.setattr(pace, "SETTLE_S", 0.3)
-    for per_ms, batch, most in (([1.0] * 3 + [1.1] * 10**6, 1000, 7), ([1.0] * 10**6, 1, 2)):
+    for per, most in (([1.74e-6] * 3 + [1.91e-6] * 10**6, 5), ([25e-6] * 10**6, 1)):
         monkeypatch.setattr(pace, "_since", {})
         monkeypatch.setattr(pace, "_marked", set())
-        times = iter(per_ms)
-        monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: next(times))
-        replays, t0 = [], time.monotonic()
-        pace.settle(lambda: replays.append(1), batch)
-        assert len(replays) <= most and time.monotonic() - t0 < 0.3
+        values, groups, t0 = iter(per), [], time.monotonic()
+        pace.settle(lambda: groups.append(1) or next(values))
+        assert len(groups) == most and time.monotonic() - t0 < 0.3
     monkeypatch.setattr(pace, "_since", {})
     monkeypatch.setattr(pace, "_marked", set())
-    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: 1.0)
     t0 = time.monotonic()
-    pace.settle(lambda: None, 1000)  # 1 µs a launch, no step: the whole wait
-    assert time.monotonic() - t0 >= 0.3
+    pace.settle(lambda: 1e-6)  # 1 µs a launch, no step: the whole wait
+    assert time.monotonic() - t0 >= 0.3 and not pace.pending()
 
 
 def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
-    """A process's first samples wait, replaying, until SETTLE_S after its first measurement on the device
-    (a fresh context's faster pace, issue 22); nothing once that has passed, per device; again after
-    `disturbed` (a child process's context came and went); every state; with no body, a sleep. (The
-    fake events time each replay at 1 ms: 1 µs a launch in a batch of 1000, under LONG_S.)"""
+    """A process's first samples wait, taking groups of samples, until SETTLE_S after its first measurement on the device
+    (the fast pace, issue 22); nothing once that has passed, per device; again after
+    `disturbed` (a child process's context came and went); every state; with no body, a sleep. Under a
+    profiler (its pace is the launches'), none."""
     import time
 
     from labkit import pace
@@ -395,19 +391,19 @@ def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
     monkeypatch.setattr(pace, "SETTLE_S", 0.05)
     replays = []
     t0 = time.monotonic()
-    pace.settle(lambda: replays.append(1), 1000)
+    pace.settle(lambda: replays.append(1) or 1e-6)
     assert replays and time.monotonic() - t0 >= 0.05 and list(pace._since) == [0]
     n = len(replays)
-    pace.settle(lambda: replays.append(1), 1000)
+    pace.settle(lambda: replays.append(1) or 1e-6)
     assert len(replays) == n  # past SETTLE_S: nothing more on this device
     pace.disturbed()
-    pace.settle(lambda: replays.append(1), 1000)
+    pace.settle(lambda: replays.append(1) or 1e-6)
     assert len(replays) > n  # a child's context came and went: settle again
     n = len(replays)
     dev[0] = 1
     pace.mark()  # device 1's first measurement...
     pace._since[1] -= 1.0  # ...a second ago: settled
-    pace.settle(lambda: replays.append(1), 1000)
+    pace.settle(lambda: replays.append(1) or 1e-6)
     assert len(replays) == n
     dev[0] = 2
     pace._since[2] = time.monotonic() - 1.0  # a child ran before the first measurement here: the first
@@ -416,7 +412,8 @@ def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
     assert time.monotonic() - t0 >= 0.05 and len(replays) == n and pace._marked == {0, 1, 2}
 
     settled = []
-    monkeypatch.setattr(pace, "settle", lambda body, batch: settled.append(body))
+    monkeypatch.setattr(pace, "settle", lambda sample: settled.append(sample))
+    monkeypatch.setattr(pace, "pending", lambda: True)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
     monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
     monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
@@ -427,4 +424,8 @@ def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
     for mode in ("cold", "cold-dirty", "hot"):
         timing.measure(lambda: None, mode, rule=rule)
     timing.measure([lambda: None] * 3, "rotating", rule=rule)
-    assert settled == [body] * 4  # every state: the fresh pace was seen in graphs; nvbench's cold read it too
+    assert len(settled) == 4  # every state: the fast pace was seen in graphs; nvbench's cold read it too
+    assert settled[-1]() > 0  # a group of the loop's own samples, seconds a launch
+    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
+    timing.measure(lambda: None, "hot", rule=rule)
+    assert len(settled) == 4
