@@ -14,7 +14,7 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
 
 DOMAIN = "labkit"
 # the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a
-# process's first timed range on a device holds the "settle" replays (labkit.pace.settle)
+# process's first timed range on a device holds a "settle" measurement, thrown away (labkit.pace)
 PHASES = ("compile", "check", "warmup", "timed", "settle", "recheck", "kernel time")
 
 

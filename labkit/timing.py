@@ -18,7 +18,7 @@ kernel outlasts the host's enqueue.
 With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each sample gets its
 kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
 record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
-A process's first samples wait out a fresh context's pace (labkit.pace). Sampling stops by the
+A process's first measurement on a device follows one thrown away (labkit.pace). Sampling stops by the
 StopRule (noise target, sample cap, time budget); the reason is recorded.
 """
 from __future__ import annotations
@@ -232,6 +232,8 @@ def _run_samples(before, body, rule: StopRule, group: int, probe=None) -> Loop:
 
 HOT_TARGET_S = 2e-3  # a graph sample's length: the graph's own launch cost (~3 µs) over >= ~50 launches
 HOT_MAX_BATCH = 1000
+# the measurement labkit.pace throws away before a process's first on a device
+SETTLE_RULE = StopRule(min_samples=4, max_samples=64, budget_s=0.05)
 
 
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
@@ -256,7 +258,11 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
         with phase("warmup"):
             _warmup(fns[0], warmup_s, state)
         with phase(f"timed {mode}"):
-            return _measure(fns, state, rule, hot_target_s, meter, kernels, phase)
+            if cupti_free() and pace.pending():  # under a profiler the launches run at its pace
+                with phase("settle"):
+                    _measure(fns, state, SETTLE_RULE, hot_target_s, None, False)
+                pace.settled()
+            return _measure(fns, state, rule, hot_target_s, meter, kernels)
     finally:
         # a configuration whose groups timed out falls back to the spin alone, unless a profiler holds the
         # driver (then every launch is serialized): one stall (dot f32 rotating, 2026-11-24) had put a whole
@@ -271,7 +277,6 @@ def _warmup(fn, warmup_s: float, state) -> None:
     be loaded while the GPU spins."""
     import torch
 
-    pace.mark()  # the settle's clock starts at the process's first measurement on the device
     flush(state.flush)
     t0, calls = time.perf_counter(), 0
     while calls < 3 or time.perf_counter() - t0 < warmup_s:
@@ -347,18 +352,9 @@ def _cupti_phase(before, body, state, batch) -> dict:
     return out
 
 
-def _pace_sample(before, body, state, batch) -> float:
-    """One group of samples taken as the timed loop takes them, seconds a launch (labkit.pace.settle's)."""
-    loop = _run_samples(before, body, StopRule(min_samples=state.group, max_samples=state.group), state.group)
-    return float(np.median(loop.samples)) / batch
-
-
-def _measure(fns, state, rule, hot_target_s, meter, kernels, phase) -> Measurement:
+def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     clock0, thr0 = sm_clock()
     before, body, batch, method = _sample(state, fns, hot_target_s)
-    if cupti_free() and pace.pending():  # under a profiler the launches run at its pace
-        with phase("settle"):
-            pace.settle(lambda: _pace_sample(before, body, state, batch))
     cupti = _cupti_phase(before, body, state, batch) if kernels and cupti_free() else None
     if meter:
         meter.start()

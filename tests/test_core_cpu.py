@@ -211,8 +211,7 @@ def _fake_cuda(monkeypatch, blk):
     monkeypatch.setattr(torch.cuda, "_sleep", lambda n: blk.calls.append(("spin", n)) if blk else None)
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr("labkit.pace._since", {0: -1e9})
-    monkeypatch.setattr("labkit.pace._marked", {0})  # long settled (labkit.pace's own test sets it)
+    monkeypatch.setattr("labkit.pace._settled", {0})  # measured before (labkit.pace's own test unsets it)
 
 
 def test_every_group_is_enqueued_behind_the_blocking_kernel(monkeypatch):
@@ -347,85 +346,35 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
     assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
 
 
-def test_settling_ends_at_the_step_to_the_slow_pace_or_at_once_for_long_launches(monkeypatch):
-    """The wait takes the loop's groups until their time per launch steps STEP above the fastest before
-    them (the fast pace ended: 1.74 -> 1.91 µs), or one group whose launches take LONG_S or more (the
-    paces' 0.18 µs is under 1 % of them); a flat pace waits SETTLE_S."""
-    import time
-
-    from labkit import pace
-
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert not pace.stepped([1.74, 1.74, 1.75]) and not pace.stepped([1.74] * 3 + [1.77] * 3)
-    assert pace.stepped([1.74, 1.74, 1.91, 1.91, 1.91]) and not pace.stepped([1.74, 1.74, 1.91, 1.74])
-    monkeypatch.setattr(pace, "SETTLE_S", 0.3)
-    for per, most in (([1.74e-6] * 3 + [1.91e-6] * 10**6, 5), ([25e-6] * 10**6, 1)):
-        monkeypatch.setattr(pace, "_since", {})
-        monkeypatch.setattr(pace, "_marked", set())
-        values, groups, t0 = iter(per), [], time.monotonic()
-        pace.settle(lambda: groups.append(1) or next(values))
-        assert len(groups) == most and time.monotonic() - t0 < 0.3
-    monkeypatch.setattr(pace, "_since", {})
-    monkeypatch.setattr(pace, "_marked", set())
-    t0 = time.monotonic()
-    pace.settle(lambda: 1e-6)  # 1 µs a launch, no step: the whole wait
-    assert time.monotonic() - t0 >= 0.3 and not pace.pending()
-
-
-def test_a_process_settles_once_per_device_and_again_after_a_child(monkeypatch):
-    """A process's first samples wait, taking groups of samples, until SETTLE_S after its first measurement on the device
-    (the fast pace, issue 22); nothing once that has passed, per device; again after
-    `disturbed` (a child process's context came and went); every state; with no body, a sleep. Under a
-    profiler (its pace is the launches'), none."""
-    import time
-
+def test_a_process_first_measurement_per_device_follows_one_thrown_away(monkeypatch):
+    """A process's first measurement on a device, and its first after a child process ran there
+    (`disturbed`), is preceded by a short one with SETTLE_RULE whose result is dropped (the fast pace
+    of a process's first measurement, issue 22); every state; none under a profiler."""
     from labkit import pace
 
     blk = FakeBlocker()
     _fake_cuda(monkeypatch, blk)
-    monkeypatch.setattr(torch.cuda.Event, "synchronize", lambda self: None, raising=False)
     dev = [0]
     monkeypatch.setattr(torch.cuda, "current_device", lambda: dev[0])
-    monkeypatch.setattr(pace, "_since", {})
-    monkeypatch.setattr(pace, "_marked", set())
-    monkeypatch.setattr(pace, "SETTLE_S", 0.05)
-    replays = []
-    t0 = time.monotonic()
-    pace.settle(lambda: replays.append(1) or 1e-6)
-    assert replays and time.monotonic() - t0 >= 0.05 and list(pace._since) == [0]
-    n = len(replays)
-    pace.settle(lambda: replays.append(1) or 1e-6)
-    assert len(replays) == n  # past SETTLE_S: nothing more on this device
-    pace.disturbed()
-    pace.settle(lambda: replays.append(1) or 1e-6)
-    assert len(replays) > n  # a child's context came and went: settle again
-    n = len(replays)
-    dev[0] = 1
-    pace.mark()  # device 1's first measurement...
-    pace._since[1] -= 1.0  # ...a second ago: settled
-    pace.settle(lambda: replays.append(1) or 1e-6)
-    assert len(replays) == n
-    dev[0] = 2
-    pace._since[2] = time.monotonic() - 1.0  # a child ran before the first measurement here: the first
-    t0 = time.monotonic()                    # measurement's clock still starts now
-    pace.settle()
-    assert time.monotonic() - t0 >= 0.05 and len(replays) == n and pace._marked == {0, 1, 2}
-
-    settled = []
-    monkeypatch.setattr(pace, "settle", lambda sample: settled.append(sample))
-    monkeypatch.setattr(pace, "pending", lambda: True)
-    monkeypatch.setattr(timing, "blocker", lambda: blk)
+    monkeypatch.setattr(pace, "_settled", set())
+    rules = []
     monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
-    monkeypatch.setattr(timing, "sm_clock", lambda: (None, False))
-    monkeypatch.setattr(timing, "flush", lambda kind: None)
-    body = lambda: None  # noqa: E731
-    monkeypatch.setattr(timing, "_sample", lambda state, fns, t: (lambda: None, body, 1, "graph" if state.graph else "events"))
+    monkeypatch.setattr(timing, "_measure", lambda fns, state, rule, *rest: rules.append(rule) or rule)
     rule = StopRule(max_samples=16, min_samples=16)
-    for mode in ("cold", "cold-dirty", "hot"):
+    assert timing.measure(lambda: None, "cold", rule=rule) is rule and rules == [timing.SETTLE_RULE, rule]
+    for mode in ("cold-dirty", "hot"):
         timing.measure(lambda: None, mode, rule=rule)
     timing.measure([lambda: None] * 3, "rotating", rule=rule)
-    assert len(settled) == 4  # every state: the fast pace was seen in graphs; nvbench's cold read it too
-    assert settled[-1]() > 0  # a group of the loop's own samples, seconds a launch
+    assert rules[2:] == [rule] * 3  # once per device
+    pace.disturbed()
+    timing.measure(lambda: None, "hot", rule=rule)
+    assert rules[5:] == [timing.SETTLE_RULE, rule]  # a child's context came and went
+    dev[0] = 1
+    timing.measure(lambda: None, "rotating", rule=rule)
+    assert rules[7:] == [timing.SETTLE_RULE, rule] and pace._settled == {0, 1}
+    dev[0] = 2
     monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
     timing.measure(lambda: None, "hot", rule=rule)
-    assert len(settled) == 4
+    assert rules[9:] == [rule] and pace.pending()  # under a profiler the launches run at its pace
+
+

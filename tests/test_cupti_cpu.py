@@ -1,7 +1,5 @@
 """CPU half of the same-launch CUPTI times (labkit.cupti): the timed loop on a simulated stream whose
 launches CUPTI would record back to back, the marker pairs matched to the samples the events timed."""
-import contextlib
-
 import pytest
 import torch
 
@@ -61,8 +59,7 @@ def stream(monkeypatch):
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr("labkit.pace._since", {0: -1e9})
-    monkeypatch.setattr("labkit.pace._marked", {0})  # long settled: no replays before the samples
+    monkeypatch.setattr("labkit.pace._settled", {0})  # measured before: no measurement thrown away first
     return gpu
 
 
@@ -143,8 +140,7 @@ def test_cupti_records_the_first_groups_and_time_us_comes_after_it(stream, monke
         stream.launch("add_kernel", 4000 + (300 if on[0] else 0))  # CUPTI's cost per kernel
 
     state = timing.cache_states.get("cold")
-    m = timing._measure([body], state, StopRule(max_samples=48, min_samples=48), 2e-3, None, True,
-                        lambda name: contextlib.nullcontext())
+    m = timing._measure([body], state, StopRule(max_samples=48, min_samples=48), 2e-3, None, True)
     n_cupti = timing.CUPTI_GROUPS * state.group + state.group  # + the group the blocker discarded
     assert phases == [True] * n_cupti + [False] * 48
     assert m.kernels["cupti"] == "same-launch" and m.kernels["kernel_us"] == pytest.approx(4.3)
