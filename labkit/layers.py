@@ -35,7 +35,7 @@ FLOORS = [
     }),
     ("measure", "one launch, timed", {
         "launch": "ctypes launcher calls, packed once per configuration", "timing": "",
-        "cupti": "the timed launches' own kernel records", "pace": "a fresh context's pace, waited out",
+        "cupti": "the timed launches' own kernel records",
         "energy": "NVML; `energy.measure` is timing then the launches back to back", "ceilings": "",
     }),
     ("run", "configurations in, rows out", {
@@ -113,7 +113,6 @@ LAZY = {
     "nsight.nsys": {"pandas": TORCH_FREE},
     "nsight.profiling": {"pandas": TORCH_FREE},
     "ops": {"torch": TORCH_FREE},  # every module of ops/ (a new op's too): references and baselines make tensors
-    "pace": {"torch": TORCH_FREE},
     "recorded": {"pandas": TORCH_FREE},
     "records": {"pandas": TORCH_FREE},
     "remote": {"IPython": EXTRA, "cryptography": EXTRA, "distributed": EXTRA},

@@ -13,9 +13,8 @@ except ImportError:  # nvtx is a dependency; keep labkit importable without it a
     nvtx = None
 
 DOMAIN = "labkit"
-# the runner's phases, in order; the timed range is named "timed cold" / "timed hot", and a
-# process's first timed range on a device holds a "settle" measurement, thrown away (labkit.pace)
-PHASES = ("compile", "check", "warmup", "timed", "settle", "recheck", "kernel time")
+# the runner's phases, in order; the timed range is named "timed cold" / "timed hot"
+PHASES = ("compile", "check", "warmup", "timed", "recheck", "kernel time")
 
 
 def check_name(name: str) -> str:

@@ -18,8 +18,7 @@ kernel outlasts the host's enqueue.
 With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each sample gets its
 kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
 record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
-A process's first measurement on a device follows one thrown away (labkit.pace). Sampling stops by the
-StopRule (noise target, sample cap, time budget); the reason is recorded.
+Sampling stops by the StopRule (noise target, sample cap, time budget); the reason is recorded.
 """
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cache_states, device, launch, pace
+from . import cache_states, device, launch
 from .cupti import Probe, cupti_free, per_launch
 from .device import sm_clock
 from .errors import ConfigError
@@ -232,8 +231,6 @@ def _run_samples(before, body, rule: StopRule, group: int, probe=None) -> Loop:
 
 HOT_TARGET_S = 2e-3  # a graph sample's length: the graph's own launch cost (~3 µs) over >= ~50 launches
 HOT_MAX_BATCH = 1000
-# the measurement labkit.pace throws away before a process's first on a device
-SETTLE_RULE = StopRule(min_samples=4, max_samples=64, budget_s=0.05)
 
 
 def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: float = 0.01,
@@ -258,10 +255,6 @@ def measure(fn, mode: str = "cold", rule: StopRule | None = None, warmup_s: floa
         with phase("warmup"):
             _warmup(fns[0], warmup_s, state)
         with phase(f"timed {mode}"):
-            if cupti_free() and pace.pending():  # under a profiler the launches run at its pace
-                with phase("settle"):
-                    _measure(fns, state, SETTLE_RULE, hot_target_s, None, False)
-                pace.settled()
             return _measure(fns, state, rule, hot_target_s, meter, kernels)
     finally:
         # a configuration whose groups timed out falls back to the spin alone, unless a profiler holds the

@@ -211,7 +211,6 @@ def _fake_cuda(monkeypatch, blk):
     monkeypatch.setattr(torch.cuda, "_sleep", lambda n: blk.calls.append(("spin", n)) if blk else None)
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr("labkit.pace._settled", {0})  # measured before (labkit.pace's own test unsets it)
 
 
 def test_every_group_is_enqueued_behind_the_blocking_kernel(monkeypatch):
@@ -344,37 +343,5 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
     monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
     assert timing.measure(lambda: None, "cold", rule=rule).blocking == "spin"
     assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
-
-
-def test_a_process_first_measurement_per_device_follows_one_thrown_away(monkeypatch):
-    """A process's first measurement on a device, and its first after a child process ran there
-    (`disturbed`), is preceded by a short one with SETTLE_RULE whose result is dropped (the fast pace
-    of a process's first measurement, issue 22); every state; none under a profiler."""
-    from labkit import pace
-
-    blk = FakeBlocker()
-    _fake_cuda(monkeypatch, blk)
-    dev = [0]
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: dev[0])
-    monkeypatch.setattr(pace, "_settled", set())
-    rules = []
-    monkeypatch.setattr(timing, "_warmup", lambda fn, warmup_s, state: None)
-    monkeypatch.setattr(timing, "_measure", lambda fns, state, rule, *rest: rules.append(rule) or rule)
-    rule = StopRule(max_samples=16, min_samples=16)
-    assert timing.measure(lambda: None, "cold", rule=rule) is rule and rules == [timing.SETTLE_RULE, rule]
-    for mode in ("cold-dirty", "hot"):
-        timing.measure(lambda: None, mode, rule=rule)
-    timing.measure([lambda: None] * 3, "rotating", rule=rule)
-    assert rules[2:] == [rule] * 3  # once per device
-    pace.disturbed()
-    timing.measure(lambda: None, "hot", rule=rule)
-    assert rules[5:] == [timing.SETTLE_RULE, rule]  # a child's context came and went
-    dev[0] = 1
-    timing.measure(lambda: None, "rotating", rule=rule)
-    assert rules[7:] == [timing.SETTLE_RULE, rule] and pace._settled == {0, 1}
-    dev[0] = 2
-    monkeypatch.setenv("CUDA_INJECTION64_PATH", "/opt/nsys/libToolsInjection64.so")
-    timing.measure(lambda: None, "hot", rule=rule)
-    assert rules[9:] == [rule] and pace.pending()  # under a profiler the launches run at its pace
 
 

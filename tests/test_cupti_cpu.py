@@ -59,7 +59,6 @@ def stream(monkeypatch):
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr("labkit.pace._settled", {0})  # measured before: no measurement thrown away first
     return gpu
 
 

@@ -25,9 +25,7 @@ ROUNDS = 3
 
 
 def measure(subject, budget_s: float) -> list:
-    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds, after a first
-    measurement of the Subject that is dropped (labkit.pace: a process's first reads a faster pace)."""
-    time_it(subject.go, "hot", make_rule(budget_s=0.05))
+    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds."""
     rounds = []
     for _ in range(ROUNDS):
         rows = triton_rows(subject, ("do_bench_cudagraph",)) + idle_rows(subject, ["hot"])

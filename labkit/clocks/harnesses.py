@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import pace
 from ..check import compare, poison
 from ..errors import LabkitError, ToolMissingError
 from ..launch import launcher_for
@@ -218,8 +217,6 @@ def child_rows(module: str, cfg, args: list, timeout_s: float, what: str, none) 
             r = run_tool(argv, timeout_s, what)
         except LabkitError as e:
             return none(error_note(e))
-        finally:
-            pace.disturbed()  # its context came and went: this process's next samples settle again
         if not out.exists():
             return none(f"error: {what} wrote nothing (exit {r.returncode}): {tail(r.stdout + r.stderr, 3)}")
         return json.loads(out.read_text())["rows"]
@@ -262,8 +259,6 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
         p = profile(op, list(variants), list(shapes), tuple(states), dtype, budget=budget_s, timeout=timeout_s)
     except LabkitError as e:
         return absent("nsys", states, error_note(e))
-    finally:
-        pace.disturbed()  # the profiled run's context came and went
     table: dict = {}
     for _, r in p.check.iterrows():
         us = r["nsys_us"] if r["nsys_us"] == r["nsys_us"] else None

@@ -16,9 +16,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..config import make_rule, resolve
+from ..config import resolve
 from ..errors import LabkitError
-from ..timing import measure as time_it
 from .harnesses import MEASURES, Subject, absent, error_note, row
 
 NAME = "labkit"
@@ -44,8 +43,6 @@ def measure(subject, device: int, timeout_s: float, json_path: Path) -> list:
         state.exec(launcher)
 
     bench.register(labkit).set_timeout(timeout_s)
-    # dropped: a process's first measurement reads a faster pace (labkit.pace)
-    time_it(subject.go, "hot", make_rule(budget_s=0.05))
     bench.run_all_benchmarks([NAME, "--quiet", "--json", str(json_path), "--benchmark", NAME, "--devices", str(device)])
     bad = subject.recheck()
     state = BenchmarkResult.from_json(json_path)[NAME].states[0]
