@@ -13,19 +13,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ..config import make_rule, resolve
 from ..errors import LabkitError
 from ..timing import measure as time_it
-from .harnesses import Subject, error_note, graph_none, idle_rows, rounds_median, row, triton_rows
+from .harnesses import CHILD_IDLE_S, Subject, error_note, graph_none, idle_rows, rounds_median, row, triton_rows
 
 # the three alternate, this many rounds (each row the median of its rounds)
 ROUNDS = 3
 
 
 def measure(subject, budget_s: float) -> list:
-    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds."""
+    """The rows of harnesses.GRAPH_CHILD, each the median of ROUNDS alternated rounds, from CHILD_IDLE_S
+    after the Subject's first launches."""
+    time.sleep(CHILD_IDLE_S)
     rounds = []
     for _ in range(ROUNDS):
         rows = triton_rows(subject, ("do_bench_cudagraph",)) + idle_rows(subject, ["hot"])

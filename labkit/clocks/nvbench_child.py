@@ -14,11 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from ..config import resolve
 from ..errors import LabkitError
-from .harnesses import MEASURES, Subject, absent, error_note, row
+from .harnesses import CHILD_IDLE_S, MEASURES, Subject, absent, error_note, row
 
 NAME = "labkit"
 
@@ -43,6 +44,7 @@ def measure(subject, device: int, timeout_s: float, json_path: Path) -> list:
         state.exec(launcher)
 
     bench.register(labkit).set_timeout(timeout_s)
+    time.sleep(CHILD_IDLE_S)  # from CHILD_IDLE_S after the Subject's first launches, as graph_child
     bench.run_all_benchmarks([NAME, "--quiet", "--json", str(json_path), "--benchmark", NAME, "--devices", str(device)])
     bad = subject.recheck()
     state = BenchmarkResult.from_json(json_path)[NAME].states[0]
