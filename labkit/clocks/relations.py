@@ -45,9 +45,10 @@ RELATIONS = (
              "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
              "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). At kernels of "
              "<= 11 µs (<= 2048² add f16) labkit reads above nvbench, most on the H200 (f16x8_pack / torch, "
-             "reconciles at 030c11523fdb (H100) and b15f94939301 (H200): 1024² H100 +0.9 / +1.4 %, H200 "
-             "+9.3 / +6.4 %; 2048² H100 +1.9 / 0.0 %, H200 +3.0 / +2.4 %; earlier ones 2048² H200 "
-             "+4.8 / +2.6 % and +2.4 / +1.8 %); neither a write-back backlog left by the "
+             "reconciles at e7617a7dfc28 (H100) and b15f94939301 (H200): 1024² H100 +2.4 / +3.8 %, H200 "
+             "+9.3 / +6.4 %; 2048² H100 +2.9 / 0.0 %, H200 +3.0 / +2.4 %; where nvbench's child did not "
+             "first idle CHILD_IDLE_S, 1024² H100 +4.3 / +5.2 %, H200 +7.0 / +9.8 %, 2048² H100 +3.3 / +2.4 %, "
+             "H200 +4.8 / +1.2 %, logs/bb508c55727d/reconcile.json); neither a write-back backlog left by the "
              "flush (a 3-10 µs gap after it changed nothing, H100 logs/eb468fdabbdd/drain-gap.log) nor the "
              "flush's size (0.5, 1 or 2 L2s written: the same time, H200 logs/711790438a89/flush-size.log) is "
              "why; from 4096² within 1.2 %"),
