@@ -210,7 +210,6 @@ def _fake_cuda(monkeypatch, blk):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: Stream())
     monkeypatch.setattr(torch.cuda, "_sleep", lambda n: blk.calls.append(("spin", n)) if blk else None)
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
 
 
 def test_every_group_is_enqueued_behind_the_blocking_kernel(monkeypatch):

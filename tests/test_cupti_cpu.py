@@ -58,7 +58,6 @@ def stream(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: Sync())
     monkeypatch.setattr("labkit.launch.current_stream", lambda device=None: 1234)
     monkeypatch.setattr(timing, "blocker", lambda: blk)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     return gpu
 
 

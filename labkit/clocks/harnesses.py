@@ -38,10 +38,10 @@ INSTALL = {"nvbench": "pip install cuda-bench, with cuda-bindings", "triton": "p
 EXTERNAL = tuple(INSTALL)  # nvbench, triton, nsys
 CHILD_ONLY = "not run: an inline variant exists only in the process that defined it"
 # a child's harness starts this long after the Subject's first launches, the GPU idle: without it,
-# nvbench's cold read 2-5 % lower beside labkit's cold-dirty at <= 2048² (H100 1024² +4.3 / +5.2 %
-# instead of +0.9 / +1.4 %; H200 2048² +4.8 / +1.2 % instead of +3.0 / +2.4 %; reconciles at
-# bb508c55727d against 030c11523fdb / b15f94939301), the fast pace of a fresh process's first
-# seconds (labkit.clocks.relations, "labkit hot")
+# nvbench's cold read lower beside labkit's cold-dirty at <= 2048² (labkit cold-dirty / nvbench cold
+# - 1, f16x8_pack / torch: H100 1024² +4.3 / +5.2 % without, +2.4 / +3.8 % with, bb508c55727d and
+# e7617a7dfc28; H200 2048² +4.8 / +1.2 % without, +3.0 / +2.4 % with at b15f94939301), the fast pace
+# of a fresh process's first seconds (labkit.clocks.relations, "labkit hot")
 CHILD_IDLE_S = 3.0
 
 
