@@ -144,10 +144,14 @@ __global__ void __launch_bounds__(kSmThreads, 1) histogram_sm_kernel(const int* 
 #endif
   __syncthreads();
   const int start = int(int64_t(blockIdx.x) * bins / gridDim.x) & ~(LK_WARP - 1);
+  // a warp's 32 bins span `copies` rows of 32 banks: lanes of row r start at copy r, so the warp's reads
+  // of one step hit 32 banks (all at copy j: a copies-way conflict, 32-way at 256 bins, which took 4 of the
+  // flush's 5 us at 2^24 values; logs/3d7987d16a9d/hist-flush.log)
+  const int rot = int(threadIdx.x % LK_WARP) * copies / LK_WARP;
   for (int k = threadIdx.x; k < bins; k += kSmThreads) {
     const int b = k + start < bins ? k + start : k + start - bins;
     int c = 0;
-    for (int j = 0; j < copies; ++j) c += shc[b * copies + j];
+    for (int j = 0; j < copies; ++j) c += shc[b * copies + ((j + rot) & (copies - 1))];
     if (c) atomicAdd(hist + b, c);
   }
 }
