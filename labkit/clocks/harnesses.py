@@ -37,12 +37,10 @@ INSTALL = {"nvbench": "pip install cuda-bench, with cuda-bindings", "triton": "p
            "nsys": "install Nsight Systems"}
 EXTERNAL = tuple(INSTALL)  # nvbench, triton, nsys
 CHILD_ONLY = "not run: an inline variant exists only in the process that defined it"
-# a child's harness starts this long after the Subject's first launches, the GPU idle: without it,
-# nvbench's cold read lower beside labkit's cold-dirty at <= 2048² (labkit cold-dirty / nvbench cold
-# - 1, f16x8_pack / torch: H100 1024² +4.3 / +5.2 % without at bb508c55727d, +2.4 / +3.8 % and
-# +3.8 / +3.3 % with at e7617a7dfc28 and 6fa2b3014996; H200 2048² +4.8 / +1.2 % without, +3.0 / +2.4 % with at b15f94939301, though 1024² on
-# the H200 read +7.0 / +9.8 % without and +10.6 / +8.7 % with at 6931c2d80f40). Why is not known: idle
-# time does not change graph replays' pace (logs/f0358817f372/pace14.log)
+# a child's harness starts this long after the Subject's first launches, the GPU idle: without it
+# nvbench's cold read further below labkit's cold-dirty at <= 2048² on the H100 (the runs with and
+# without: the reason of "labkit cold-dirty ≈ nvbench cold" in labkit.clocks.relations). Why is not
+# known: idle time does not change graph replays' pace (logs/f0358817f372/pace14.log)
 CHILD_IDLE_S = 3.0
 
 
