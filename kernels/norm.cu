@@ -153,14 +153,18 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
 }
 
 // VEC-wide rows, 16-byte aligned: in registers or shared memory (lk_plan_row), or streamed.
-template <bool RMS, typename T, int VEC>
+// FLOATS (row values per thread) and THREADS (most threads per row) are tuning axes, as softmax.cu's;
+// 0 = the measured default: layer_norm f16 16 floats, <= 512 threads (K = 16384 in registers: 71.8 us
+// on an H200, shared memory 69.0); the others 32 floats, <= 512 threads (layer_norm f32 at K = 16384
+// took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
-  // layer_norm f16: 16 floats per thread, <= 512 threads (K = 16384 in registers: 71.8 us on an
-  // H200, shared memory 69.0); the others: 32 floats, <= 512 threads (layer_norm f32 at
-  // K = 16384 took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
   constexpr bool WIDE = RMS || std::is_same_v<T, float>;
+  constexpr int floats = FLOATS ? FLOATS : (WIDE ? 32 : 16);
+  constexpr int threads = THREADS ? THREADS : 512;
+  static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(n.K) * sizeof(T);
-  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, WIDE ? 32 : 16, 512, row_bytes);
+  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, floats, threads, row_bytes);
   if (plan.smem)
     return lk_launch_smem_row(norm_rows_smem<RMS, T, VEC>, n.rows, plan.threads, row_bytes, stream, x, y, n.K, n.eps,
                               n.g, n.b);
@@ -176,7 +180,7 @@ static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t st
 }
 
 // t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.
-template <bool RMS, typename T, int VEC>
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static int launch_norm(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -198,7 +202,7 @@ static int launch_norm(const lk_args* args, cudaStream_t stream) {
       launch_stream<RMS, T, 1>(x, y, n, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<RMS, T, VEC>(x, y, n, stream);
+    launch_rows_vec<RMS, T, VEC, FLOATS, THREADS>(x, y, n, stream);
     return lk_launch_status();
   }
 }
