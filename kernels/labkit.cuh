@@ -196,41 +196,25 @@ struct lk_row_plan {
   bool warp;    // a warp per row
   bool smem;    // the row in shared memory
   int threads;  // block size
-  int cluster;  // smem plan: CTAs per row (a thread-block cluster, lk_cluster.cuh), each a slice of it
 };
-// cluster: the smem plan's CTAs per row (a tuning axis; 1 = one CTA holds the whole row)
-static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int cluster = 1) {
+static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int64_t row_bytes) {
   const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
-    if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP, 1};
-  if (P <= max_threads * pmax) return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP, 1};
-  const int c = cluster > 1 && lk_cc_major() >= 9 ? cluster : 1;  // clusters are sm_90's
-  const int slice = ceil_div(P, c);
-  if (int64_t(slice) * 16 <= lk_smem_optin() - 1024) {  // 1 KiB left for the kernels' static scratch
-    const int t = ceil_div(ceil_div(slice, 8), LK_WARP) * LK_WARP;
-    return {0, false, true, t < 128 ? 128 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t, c};
+    if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP};
+  if (P <= max_threads * pmax) return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
+  if (row_bytes <= lk_smem_optin() - 1024) {  // 1 KiB left for the kernels' static scratch
+    const int t = ceil_div(ceil_div(P, 8), LK_WARP) * LK_WARP;
+    return {0, false, true, t < 128 ? 128 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t};
   }
-  return {0, false, false, 0, 1};
+  return {0, false, false, 0};
 }
 
-// The smem plan's launch: rows x cluster CTAs, each with its slice of the row (lk_row_slice) in
-// dynamic shared memory (above 48 KiB that needs the kernel's opt-in first).
+// The smem plan's launch: dynamic shared memory above 48 KiB needs the kernel's opt-in first.
 template <typename Kernel, typename... Args>
-static inline void lk_launch_smem_row(Kernel k, int64_t rows, const lk_row_plan& plan, int P, cudaStream_t stream,
+static inline void lk_launch_smem_row(Kernel k, int64_t rows, int threads, int64_t row_bytes, cudaStream_t stream,
                                       Args... args) {
-  const int bytes = ceil_div(P, plan.cluster) * 16;
-  if (bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(rows * plan.cluster));
-  cfg.blockDim = dim3(plan.threads);
-  cfg.dynamicSmemBytes = bytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr;
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = plan.cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = plan.cluster > 1 ? 1 : 0;
-  cudaLaunchKernelEx(&cfg, k, args...);
+  if (row_bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
+  k<<<rows, threads, row_bytes, stream>>>(args...);
 }
 
 // 16-byte global -> shared copies that skip the registers (cp.async, sm_80+); each thread's

@@ -29,7 +29,6 @@
 // row plan norm.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce (warp or block
 // reduction for a runtime block size), to_floats / from_floats, lk_cp_async16.
 #include "labkit.cuh"
-#include "lk_cluster.cuh"
 
 constexpr float LK_LOG2E = 1.4426950408889634f;
 __device__ __forceinline__ float lk_ex2_ftz(float x) {
@@ -257,12 +256,11 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
 template <typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
                                                                      int K) {
-  __shared__ float scratch[LK_WARP], xchg[2];
+  __shared__ float scratch[LK_WARP];
   T* s = reinterpret_cast<T*>(lk_dyn_smem);
-  const lk_slice sl = lk_row_slice(K / VEC);  // K % VEC == 0; the whole row without a cluster
-  const T* xr = x + sl.row * K + int64_t(sl.p0) * VEC;
-  T* yr = y + sl.row * K + int64_t(sl.p0) * VEC;
-  const int P = sl.P;
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  const int P = K / VEC;  // K % VEC == 0
   for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
   lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
   float m0 = -INFINITY, m1 = -INFINITY;
@@ -277,7 +275,7 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T
                                           b = __hmax2(b, reinterpret_cast<const T2*>(s + p * VEC)[k + 1]);
     a = __hmax2(a, b), m0 = lk_to_float(a.x), m1 = lk_to_float(a.y);
   }
-  const float off = -lk_cluster_combine<true>(row_reduce<false, true>(fmaxf(m0, m1), scratch), &xchg[0]) * LK_LOG2E;
+  const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
   // f32, bf16: e^(x - max) replaces x in shared memory, one exp per element. With two, a bf16 row
   // of 50000 computed for 3.2 us (2 x 50000 / 16 exps a clock), as long as the SM's other block
   // takes to load its row on an H200: between them no loads were in flight (91 % of the peak).
@@ -295,7 +293,7 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T
     }
     if constexpr (KEEP_E) from_floats(*reinterpret_cast<Pack<T, VEC>*>(s + p * VEC), v);
   }
-  const float inv = 1.f / lk_cluster_combine<false>(row_reduce<false, false>(s0 + s1, scratch), &xchg[1]);
+  const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
   for (int p = threadIdx.x; p < P; p += blockDim.x) {
     float v[VEC];
     to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
@@ -305,7 +303,6 @@ __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T
     from_floats(o, v);
     lk_store<16>(yr + p * VEC, o);
   }
-  lk_cluster_done();
 }
 
 // Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
@@ -341,14 +338,15 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit 32,
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
 // 1024 x 2 took 71.6, shared memory 69.3)
-template <typename T, int VEC, int FLOATS, int THREADS, int CLUSTER>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
   constexpr int floats = FLOATS ? FLOATS : (F32 ? 16 : 32);
   constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
   static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
-  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, CLUSTER ? CLUSTER : 1);
-  if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan, K / VEC, stream, x, y, K);
+  const int64_t row_bytes = int64_t(K) * sizeof(T);
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
+  if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {
@@ -359,7 +357,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
 }
 
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
-template <typename T, int VEC, int FLOATS, int THREADS, int CLUSTER>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -377,7 +375,7 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<T, VEC, FLOATS, THREADS, CLUSTER>(x, y, rows, K, stream);
+    launch_rows_vec<T, VEC, FLOATS, THREADS>(x, y, rows, K, stream);
     return lk_launch_status();
   }
 }
