@@ -11,7 +11,7 @@
 //   the row plan           lk_plan_row and what the row kernels of softmax.cu and norm.cu share:
 //                          lk_launch_smem_row, lk_with_packs, lk_row_at / lk_row_load / lk_row_map,
 //                          row_reduce, to_floats / from_floats, lk_cp_async16,
-//                          lk_smem_rows / lk_smem_row_pass
+//                          lk_smem_row_load / lk_smem_row_pass
 #pragma once
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -209,25 +209,12 @@ static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_thread
   return {0, false, false, 0};
 }
 
-// The smem plan's launch (a kernel built on lk_smem_rows): as many blocks as the GPU holds at once
-// with STAGES rows of shared memory each (above 48 KiB that needs the kernel's opt-in first), no
-// more than there are rows; the blocks walk the rows.
-template <int STAGES, typename Kernel, typename... Args>
+// The smem plan's launch: dynamic shared memory above 48 KiB needs the kernel's opt-in first.
+template <typename Kernel, typename... Args>
 static inline void lk_launch_smem_row(Kernel k, int64_t rows, int threads, int64_t row_bytes, cudaStream_t stream,
                                       Args... args) {
-  const int bytes = int(STAGES * row_bytes);
-  static Kernel last_k = nullptr;  // the last occupancy asked for (one row shape at a time, mostly)
-  static int last_dev = -1, last_threads = 0, last_bytes = 0, last_per_sm = 1;
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (last_k != k || last_dev != dev || last_threads != threads || last_bytes != bytes) {
-    if (bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, bytes) != cudaSuccess) per_sm = 1;
-    last_k = k, last_dev = dev, last_threads = threads, last_bytes = bytes, last_per_sm = per_sm > 0 ? per_sm : 1;
-  }
-  const int64_t grid = int64_t(last_per_sm) * lk_sm_count();
-  k<<<unsigned(grid < rows ? grid : rows), threads, bytes, stream>>>(args...);
+  if (row_bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
+  k<<<rows, threads, row_bytes, stream>>>(args...);
 }
 
 // 16-byte global -> shared copies that skip the registers (cp.async, sm_80+); each thread's
@@ -244,18 +231,6 @@ __device__ __forceinline__ void lk_cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void lk_cp_async_wait_all() {
 #if __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void lk_cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-#endif
-}
-// Wait until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void lk_cp_async_wait() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
 extern __shared__ __align__(16) unsigned char lk_dyn_smem[];
@@ -363,31 +338,13 @@ __device__ __forceinline__ void lk_row_map(const T* xr, T* yr, int K, F f) {
   }
 }
 
-// ---- the smem plan's rows (lk_plan_row): copied in as stored, then passes over them as f32 -------
-// The blocks walk the rows (row = blockIdx.x, + gridDim.x, ...) with STAGES row buffers each: while
-// body(row, s) works on one row, cp.async copies the next STAGES - 1 in, so an SM has loads in flight
-// through its blocks' passes and reductions (STAGES = 1: one row at a time). Each thread copies the
-// packs p = threadIdx.x, + blockDim.x, ... of every row and re-reads only those, so its own
-// cp.async waits are all the synchronization the buffers need.
-template <typename T, int VEC, int STAGES, typename F>
-__device__ __forceinline__ void lk_smem_rows(const T* __restrict__ x, int64_t rows, int K, F&& body) {
-  T* buf = reinterpret_cast<T*>(lk_dyn_smem);
-  const int P = K / VEC;  // K % VEC == 0
-  auto issue = [&](int64_t row, int slot) {
-    if (row < rows)
-      for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(buf + slot * K + p * VEC, x + row * K + p * VEC);
-    lk_cp_async_commit();  // an empty group past the last row keeps the count uniform
-  };
-#pragma unroll 1
-  for (int s = 0; s < STAGES - 1; ++s) issue(blockIdx.x + int64_t(s) * gridDim.x, s);
-  int slot = 0;
-#pragma unroll 1
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    issue(row + int64_t(STAGES - 1) * gridDim.x, (slot + STAGES - 1) % STAGES);  // the previous row's buffer
-    lk_cp_async_wait<STAGES - 1>();
-    body(row, buf + slot * K);
-    slot = slot + 1 < STAGES ? slot + 1 : 0;
-  }
+// ---- the smem plan's row (lk_plan_row): copied in as stored, then passes over it as f32 ---------
+// Each thread copies the packs p = threadIdx.x, + blockDim.x, ... and re-reads only those, so its
+// own cp.async wait is all the synchronization the row needs.
+template <typename T, int VEC>
+__device__ __forceinline__ void lk_smem_row_load(T* s, const T* row, int P) {
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, row + p * VEC);
+  lk_cp_async_wait_all();
 }
 
 // f(p, v) for each of this thread's packs p, with v its VEC values as f32.

@@ -20,7 +20,7 @@
 //                   launch_rows_vec, launch_norm); the exported launchers are generated
 // From labkit.cuh (the row plan softmax.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs,
 // row_reduce (warp or block sum for a runtime block size), to_floats / from_floats (pack <-> f32 in
-// 32-bit pairs), lk_smem_rows / lk_smem_row_pass (the shared-memory rows: copy-in, walk and passes).
+// 32-bit pairs), lk_smem_row_load / lk_smem_row_pass (the shared-memory row's copy-in and passes).
 #include "labkit.cuh"
 
 // ---- row in registers, as f32 ----------------------------------------------------------------
@@ -69,36 +69,36 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restr
 
 // ---- rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan) ----
 // Passes over the shared copy: sum (rms: of squares), layer_norm's centred squares, normalize.
-template <bool RMS, typename T, int VEC, int STAGES>
+template <bool RMS, typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) norm_rows_smem(const T* __restrict__ x, T* __restrict__ y,
-                                                                  int64_t rows, int K, float eps, float g, float b) {
+                                                                  int K, float eps, float g, float b) {
   __shared__ float scratch[LK_WARP];
+  T* s = reinterpret_cast<T*>(lk_dyn_smem);
   const int P = K / VEC;  // K % VEC == 0
-  lk_smem_rows<T, VEC, STAGES>(x, rows, K, [&](int64_t row, const T* s) {  // each thread's own packs of s
-    // two accumulators per sum (short dependency chains); `shift` centres layer_norm's second pass
-    auto sum_pass = [&](bool square, float shift) {
-      float a0 = 0.f, a1 = 0.f;
-      lk_smem_row_pass<T, VEC>(s, P, [&](int, const float (&v)[VEC]) {
+  lk_smem_row_load<T, VEC>(s, x + int64_t(blockIdx.x) * K, P);
+  // two accumulators per sum (short dependency chains); `shift` centres layer_norm's second pass
+  auto sum_pass = [&](bool square, float shift) {
+    float a0 = 0.f, a1 = 0.f;
+    lk_smem_row_pass<T, VEC>(s, P, [&](int, const float (&v)[VEC]) {
 #pragma unroll
-        for (int k = 0; k < VEC; k += 2) {
-          const float d0 = v[k] - shift, d1 = v[k + 1] - shift;
-          a0 += square ? d0 * d0 : d0, a1 += square ? d1 * d1 : d1;
-        }
-      });
-      return row_reduce<false, false>(a0 + a1, scratch);
-    };
-    const float sum = sum_pass(RMS, 0.f);
-    const float mean = RMS ? 0.f : sum / K;
-    const float var = RMS ? sum / K : sum_pass(true, mean) / K;
-    const float a = rsqrtf(var + eps) * g;
-    T* yr = y + row * K;
-    lk_smem_row_pass<T, VEC>(s, P, [&](int p, float (&v)[VEC]) {
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) v[k] = RMS ? v[k] * a : (v[k] - mean) * a + b;
-      Pack<T, VEC> o;
-      from_floats(o, v);
-      lk_store<16>(yr + p * VEC, o);
+      for (int k = 0; k < VEC; k += 2) {
+        const float d0 = v[k] - shift, d1 = v[k + 1] - shift;
+        a0 += square ? d0 * d0 : d0, a1 += square ? d1 * d1 : d1;
+      }
     });
+    return row_reduce<false, false>(a0 + a1, scratch);
+  };
+  const float sum = sum_pass(RMS, 0.f);
+  const float mean = RMS ? 0.f : sum / K;
+  const float var = RMS ? sum / K : sum_pass(true, mean) / K;
+  const float a = rsqrtf(var + eps) * g;
+  T* yr = y + int64_t(blockIdx.x) * K;
+  lk_smem_row_pass<T, VEC>(s, P, [&](int p, float (&v)[VEC]) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = RMS ? v[k] * a : (v[k] - mean) * a + b;
+    Pack<T, VEC> o;
+    from_floats(o, v);
+    lk_store<16>(yr + p * VEC, o);
   });
 }
 
@@ -157,7 +157,7 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
 // 0 = the measured default: layer_norm f16 16 floats, <= 512 threads (K = 16384 in registers: 71.8 us
 // on an H200, shared memory 69.0); the others 32 floats, <= 512 threads (layer_norm f32 at K = 16384
 // took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
-template <bool RMS, typename T, int VEC, int FLOATS, int THREADS, int STAGES>
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
   constexpr bool WIDE = RMS || std::is_same_v<T, float>;
   constexpr int floats = FLOATS ? FLOATS : (WIDE ? 32 : 16);
@@ -165,14 +165,9 @@ static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t st
   static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(n.K) * sizeof(T);
   const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, floats, threads, row_bytes);
-  if (plan.smem) {
-    constexpr int stages = STAGES ? STAGES : 1;
-    if (stages > 1 && stages * row_bytes <= lk_smem_optin() - 1024)
-      return lk_launch_smem_row<stages>(norm_rows_smem<RMS, T, VEC, stages>, n.rows, plan.threads, row_bytes, stream, x,
-                                        y, n.rows, n.K, n.eps, n.g, n.b);
-    return lk_launch_smem_row<1>(norm_rows_smem<RMS, T, VEC, 1>, n.rows, plan.threads, row_bytes, stream, x, y, n.rows,
-                                 n.K, n.eps, n.g, n.b);
-  }
+  if (plan.smem)
+    return lk_launch_smem_row(norm_rows_smem<RMS, T, VEC>, n.rows, plan.threads, row_bytes, stream, x, y, n.K, n.eps,
+                              n.g, n.b);
   if (plan.packs == 0) return launch_stream<RMS, T, VEC>(x, y, n, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(n.rows, LK_ROWS_PER_BLOCK) : n.rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {
@@ -185,7 +180,7 @@ static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t st
 }
 
 // t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.
-template <bool RMS, typename T, int VEC, int FLOATS, int THREADS, int STAGES>
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static int launch_norm(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -207,7 +202,7 @@ static int launch_norm(const lk_args* args, cudaStream_t stream) {
       launch_stream<RMS, T, 1>(x, y, n, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<RMS, T, VEC, FLOATS, THREADS, STAGES>(x, y, n, stream);
+    launch_rows_vec<RMS, T, VEC, FLOATS, THREADS>(x, y, n, stream);
     return lk_launch_status();
   }
 }

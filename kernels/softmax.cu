@@ -250,57 +250,59 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
 // Rows too long for registers: the row in shared memory as stored (lk_plan_row's smem plan),
 // three passes over it (max; e^x and sum; e^x * 1/sum, stored): one exp per element for f32 and
 // bf16 rows (e^x kept in shared memory), two for f16.
-// The copy-in and the walk over rows are lk_smem_rows' (labkit.cuh); the passes are written out here,
-// where norm_rows_smem takes them from lk_smem_row_pass: through that helper ptxas reordered this
-// kernel's max pass (commit 10ace29 put the written-out form back). Fold it in only with a GPU to check and time both.
-template <typename T, int VEC, int STAGES>
+// The copy-in and the passes are written out here, where norm_rows_smem takes them from labkit.cuh
+// (lk_smem_row_load, lk_smem_row_pass): through those helpers ptxas reordered this kernel's max pass
+// (commit 10ace29 put the written-out form back). Fold the helpers in only with a GPU to check and time both.
+template <typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
-                                                                     int64_t rows, int K) {
+                                                                     int K) {
   __shared__ float scratch[LK_WARP];
+  T* s = reinterpret_cast<T*>(lk_dyn_smem);
+  const T* xr = x + int64_t(blockIdx.x) * K;
+  T* yr = y + int64_t(blockIdx.x) * K;
   const int P = K / VEC;  // K % VEC == 0
-  lk_smem_rows<T, VEC, STAGES>(x, rows, K, [&](int64_t row, T* s) {  // each thread's own packs of s
-    T* yr = y + row * K;
-    float m0 = -INFINITY, m1 = -INFINITY;
-    if constexpr (std::is_same_v<T, float>) {
-      for (int p = threadIdx.x; p < P; p += blockDim.x)
-        for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, s[p * VEC + k]), m1 = fmaxf(m1, s[p * VEC + k + 1]);
-    } else {  // 16-bit rows: max of pairs as stored (exact), 7 instructions a pack, not 21 (H200, K = 50000)
-      using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-      T2 a = T2{lk_from_float<T>(-INFINITY), lk_from_float<T>(-INFINITY)}, b = a;
-      for (int p = threadIdx.x; p < P; p += blockDim.x)
-        for (int k = 0; k < VEC / 2; k += 2) a = __hmax2(a, reinterpret_cast<const T2*>(s + p * VEC)[k]),
-                                            b = __hmax2(b, reinterpret_cast<const T2*>(s + p * VEC)[k + 1]);
-      a = __hmax2(a, b), m0 = lk_to_float(a.x), m1 = lk_to_float(a.y);
-    }
-    const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
-    // f32, bf16: e^(x - max) replaces x in shared memory, one exp per element. With two, a bf16 row
-    // of 50000 computed for 3.2 us (2 x 50000 / 16 exps a clock), as long as the SM's other block
-    // takes to load its row on an H200: between them no loads were in flight (91 % of the peak).
-    // bf16's second rounding of e stays under 8e-3; f16's 1e-3 has no room for it: e again.
-    constexpr bool KEEP_E = !std::is_same_v<T, __half>;
-    float s0 = 0.f, s1 = 0.f;
-    for (int p = threadIdx.x; p < P; p += blockDim.x) {
-      float v[VEC];
-      to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+  for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
+  lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
+  float m0 = -INFINITY, m1 = -INFINITY;
+  if constexpr (std::is_same_v<T, float>) {
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+      for (int k = 0; k < VEC; k += 2) m0 = fmaxf(m0, s[p * VEC + k]), m1 = fmaxf(m1, s[p * VEC + k + 1]);
+  } else {  // 16-bit rows: max of pairs as stored (exact), 7 instructions a pack, not 21 (H200, K = 50000)
+    using T2 = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+    T2 a = T2{lk_from_float<T>(-INFINITY), lk_from_float<T>(-INFINITY)}, b = a;
+    for (int p = threadIdx.x; p < P; p += blockDim.x)
+      for (int k = 0; k < VEC / 2; k += 2) a = __hmax2(a, reinterpret_cast<const T2*>(s + p * VEC)[k]),
+                                          b = __hmax2(b, reinterpret_cast<const T2*>(s + p * VEC)[k + 1]);
+    a = __hmax2(a, b), m0 = lk_to_float(a.x), m1 = lk_to_float(a.y);
+  }
+  const float off = -row_reduce<false, true>(fmaxf(m0, m1), scratch) * LK_LOG2E;
+  // f32, bf16: e^(x - max) replaces x in shared memory, one exp per element. With two, a bf16 row
+  // of 50000 computed for 3.2 us (2 x 50000 / 16 exps a clock), as long as the SM's other block
+  // takes to load its row on an H200: between them no loads were in flight (91 % of the peak).
+  // bf16's second rounding of e stays under 8e-3; f16's 1e-3 has no room for it: e again.
+  constexpr bool KEEP_E = !std::is_same_v<T, __half>;
+  float s0 = 0.f, s1 = 0.f;
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off));
-        if (k % 2) s1 += v[k];
-        else s0 += v[k];
-      }
-      if constexpr (KEEP_E) from_floats(*reinterpret_cast<Pack<T, VEC>*>(s + p * VEC), v);
+    for (int k = 0; k < VEC; ++k) {
+      v[k] = lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off));
+      if (k % 2) s1 += v[k];
+      else s0 += v[k];
     }
-    const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
-    for (int p = threadIdx.x; p < P; p += blockDim.x) {
-      float v[VEC];
-      to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
+    if constexpr (KEEP_E) from_floats(*reinterpret_cast<Pack<T, VEC>*>(s + p * VEC), v);
+  }
+  const float inv = 1.f / row_reduce<false, false>(s0 + s1, scratch);
+  for (int p = threadIdx.x; p < P; p += blockDim.x) {
+    float v[VEC];
+    to_floats(v, *reinterpret_cast<const Pack<T, VEC>*>(s + p * VEC));
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) v[k] = (KEEP_E ? v[k] : lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off))) * inv;
-      Pack<T, VEC> o;
-      from_floats(o, v);
-      lk_store<16>(yr + p * VEC, o);
-    }
-  });
+    for (int k = 0; k < VEC; ++k) v[k] = (KEEP_E ? v[k] : lk_ex2_ftz(fmaf(v[k], LK_LOG2E, off))) * inv;
+    Pack<T, VEC> o;
+    from_floats(o, v);
+    lk_store<16>(yr + p * VEC, o);
+  }
 }
 
 // Any K: a block per row, online (max, sum) pass then a normalize pass. VEC = 1 is the scalar
@@ -336,7 +338,7 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit 32,
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
 // 1024 x 2 took 71.6, shared memory 69.3)
-template <typename T, int VEC, int FLOATS, int THREADS, int STAGES>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
   constexpr int floats = FLOATS ? FLOATS : (F32 ? 16 : 32);
@@ -344,13 +346,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(K) * sizeof(T);
   const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
-  if (plan.smem) {
-    constexpr int stages = STAGES ? STAGES : 1;
-    if (stages > 1 && stages * row_bytes <= lk_smem_optin() - 1024)
-      return lk_launch_smem_row<stages>(softmax_rows_smem<T, VEC, stages>, rows, plan.threads, row_bytes, stream, x, y,
-                                        rows, K);
-    return lk_launch_smem_row<1>(softmax_rows_smem<T, VEC, 1>, rows, plan.threads, row_bytes, stream, x, y, rows, K);
-  }
+  if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {
@@ -361,7 +357,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
 }
 
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
-template <typename T, int VEC, int FLOATS, int THREADS, int STAGES>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -379,7 +375,7 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<T, VEC, FLOATS, THREADS, STAGES>(x, y, rows, K, stream);
+    launch_rows_vec<T, VEC, FLOATS, THREADS>(x, y, rows, K, stream);
     return lk_launch_status();
   }
 }
