@@ -197,12 +197,17 @@ struct lk_row_plan {
   bool smem;    // the row in shared memory
   int threads;  // block size
 };
-static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int64_t row_bytes) {
+// smem_from: rows of at least this many bytes take the smem plan where a block would hold them in
+// registers (0: never; the caller's measurements say where it pays)
+static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int64_t row_bytes,
+                                      int64_t smem_from = 0) {
   const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
     if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP};
-  if (P <= max_threads * pmax) return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
-  if (row_bytes <= lk_smem_optin() - 1024) {  // 1 KiB left for the kernels' static scratch
+  const bool fits = row_bytes <= lk_smem_optin() - 1024;  // 1 KiB left for the kernels' static scratch
+  if (P <= max_threads * pmax && !(fits && smem_from > 0 && row_bytes >= smem_from))
+    return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
+  if (fits) {
     const int t = ceil_div(ceil_div(P, 8), LK_WARP) * LK_WARP;
     return {0, false, true, t < 128 ? 128 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t};
   }

@@ -8,7 +8,7 @@
 //   f32x4 / f16x8   norm_rows_reg: the row held in registers as f32 (lk_plan_row: a warp per row
 //                   while it holds <= 32 floats per lane (layer_norm f16: 16), else a block of
 //                   <= 512 threads per row), one read + one write; layer_norm's variance from
-//                   the centred values. Longer rows (K > 16384; layer_norm f16 K > 8192):
+//                   the centred values. Longer rows (f32 K > 16384; f16 K >= 4096, 8 KiB):
 //                   norm_rows_smem, the row in shared memory (one read + one write); rows
 //                   beyond the shared memory (sm_90: f32 K > ~58000, f16 K > ~116000):
 //                   norm_rows_stream with 16-byte packs. Rows not 16-byte aligned
@@ -164,7 +164,11 @@ static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t st
   constexpr int threads = THREADS ? THREADS : 512;
   static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(n.K) * sizeof(T);
-  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, floats, threads, row_bytes);
+  // 16-bit rows of >= 8 KiB: the smem plan, not a block's registers (logs a819367bf12a/rows-smem-vs-
+  // default.log, rotating: H200 layer_norm f16 16384x4096 93.8 -> 94.8 % of the copy peak, 8192x8192
+  // 94.4 -> 95.0, rms_norm 94.4 -> 95.5, 94.5 -> 95.2; H100 0-1.3 % faster). f32 rows: no gain.
+  constexpr int64_t smem_from = sizeof(T) == 2 ? 8 << 10 : 0;
+  const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, floats, threads, row_bytes, smem_from);
   if (plan.smem)
     return lk_launch_smem_row(norm_rows_smem<RMS, T, VEC>, n.rows, plan.threads, row_bytes, stream, x, y, n.K, n.eps,
                               n.g, n.b);

@@ -81,7 +81,9 @@ def _row_path(name, k, itemsize):
         if p <= 32 * packs:
             return f"warp{packs}"
         packs *= 2
-    if p <= max_threads * pmax:
+    # the norms' 16-bit rows of >= 8 KiB take the smem plan instead of a block's registers (norm.cu)
+    smem_first = name != "softmax_rows" and itemsize == 2 and k * itemsize >= 8192 and k * itemsize <= _SMEM_ROW_MAX
+    if p <= max_threads * pmax and not smem_first:
         return f"block{pmax}"
     return "smem" if k * itemsize <= _SMEM_ROW_MAX else "online"
 

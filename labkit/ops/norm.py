@@ -23,8 +23,8 @@ def _variants(rms: str, f16_packs: int) -> list:
         V("f16", "f16", width=1, access=2, note=f"baseline in half: block per row, {what} pass then normalize pass",
           kernel="norm_rows_stream<{rms}, {ctype}, 1>"),
         V("f16x8", "f16", width=8, access=16, kernel=reg % f16_packs,
-          note="row in registers as f32 (shared memory for K > %d), 8 halves per 128-bit access, "
-               "one read + one write" % (8192 if rms == "false" else 16384)),
+          note="row in registers as f32 (shared memory for K >= 4096), 8 halves per 128-bit access, "
+               "one read + one write"),
     ]
 
 
