@@ -1,7 +1,6 @@
 // Elementwise activations y = f(x) (CATALOG §4, seed 002): sigmoid 1/(1+e^-x) and relu max(0,x).
 // One template covers every variant (as add.cu): F = the function, T = element type,
-// N = elements per pack, ACCESS = bytes per memory instruction, U = packs per thread (a tuning
-// axis). Math is f32 for every type.
+// N = elements per thread, ACCESS = bytes per memory instruction. Math is f32 for every type.
 // Any n and any alignment: scalar head + packs + scalar tail, or the scalar kernel when x and y
 // are misaligned differently (reported as LK_PATH_FALLBACK).
 //   variants   relu and sigmoid each: f32 f32x4 | f16 f16x8_pack (N = 1, 4, 1, 8; one access per pack),
@@ -25,25 +24,18 @@ struct Relu {
 };
 
 // ---- kernel ---------------------------------------------------------------------------------------
-// U packs per thread, a block's packs strided by blockDim (each access instruction of a warp is
-// contiguous), every load issued before any store: U x 16 bytes in flight per thread.
-template <typename F, typename T, int N, int ACCESS, int U>
+template <typename F, typename T, int N, int ACCESS>
 __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, lk_split s) {
   const F f;
-  const int64_t first = int64_t(blockIdx.x) * blockDim.x * U + threadIdx.x;
-  Pack<T, N> r[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-    if (first + u * blockDim.x < s.packs) lk_load<ACCESS>(r[u], x + s.head + (first + u * blockDim.x) * N);
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-    if (first + u * blockDim.x < s.packs) {
-      Pack<T, N> o;
-#pragma unroll
-      for (int k = 0; k < N; ++k) o.elem[k] = lk_from_float<T>(f.template apply<T>(lk_to_float(r[u].elem[k])));
-      lk_store<ACCESS>(y + s.head + (first + u * blockDim.x) * N, o);
-    }
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < s.packs) {
+    const int64_t i = s.head + t * N;
+    Pack<T, N> rx, ry;
+    lk_load<ACCESS>(rx, x + i);
+#pragma unroll
+    for (int k = 0; k < N; ++k) ry.elem[k] = lk_from_float<T>(f.template apply<T>(lk_to_float(rx.elem[k])));
+    lk_store<ACCESS>(y + i, ry);
+  }
   if (t < s.head + s.tail) {  // scalar edges
     const int64_t i = lk_edge_index(s, N, t);
     y[i] = lk_from_float<T>(f.template apply<T>(lk_to_float(x[i])));
@@ -51,7 +43,7 @@ __global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, lk_spli
 }
 
 // ---- launcher: t[0] = x, t[1] = y -----------------------------------------------------------------
-template <typename F, typename T, int N, int ACCESS, int U>
+template <typename F, typename T, int N, int ACCESS>
 static int launch_unary(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -61,13 +53,12 @@ static int launch_unary(const lk_args* args, cudaStream_t stream) {
   lk_split s = lk_make_split(n, N, sizeof(T), ptrs, 2);
   if (!s.vector) {
     lk_split scalar = lk_make_split(n, 1, sizeof(T), ptrs, 2);
-    unary_kernel<F, T, 1, sizeof(T), 1><<<ceil_div<int64_t>(n, threads), threads, 0, stream>>>(x, y, scalar);
+    unary_kernel<F, T, 1, sizeof(T)><<<ceil_div<int64_t>(n, threads), threads, 0, stream>>>(x, y, scalar);
     return lk_launch_status(LK_PATH_FALLBACK);
   }
-  const int64_t packs = ceil_div<int64_t>(s.packs, U);
-  const int64_t work = packs > s.head + s.tail ? packs : s.head + s.tail;
+  const int64_t work = s.packs > s.head + s.tail ? s.packs : s.head + s.tail;
   const int64_t blocks = ceil_div<int64_t>(work > 0 ? work : 1, threads);
-  unary_kernel<F, T, N, ACCESS, U><<<blocks, threads, 0, stream>>>(x, y, s);
+  unary_kernel<F, T, N, ACCESS><<<blocks, threads, 0, stream>>>(x, y, s);
   return lk_launch_status();
 }
 

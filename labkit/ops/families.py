@@ -194,10 +194,9 @@ def unary_op(name: str, *, title: str, functor: str, reference, torch_impl, tole
         title=title,
         source="activation.cu",
         block=Block(256, evidence="const int threads = 256;"),
-        launch="launch_unary<{functor}, {ctype}, {width}, {access}, {unroll}>",
-        kernel="unary_kernel<{functor}, {ctype}, {width}, {access}, {unroll}>",
+        launch="launch_unary<{functor}, {ctype}, {width}, {access}>",
+        kernel="unary_kernel<{functor}, {ctype}, {width}, {access}>",
         args={"functor": functor},
-        axes={"unroll": (1, (1, 2, 4))},  # packs per thread, strided by the block (kernels/activation.cu)
         variants=[
             V("f32", "f32", width=1, access=4, note="baseline: one float per thread"),
             V("f32x4", "f32", width=4, access=16, note="one float4 (128-bit) access per thread"),
