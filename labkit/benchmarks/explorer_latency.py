@@ -65,8 +65,9 @@ def cell_seconds(nb, least_s: float = 1.0) -> list:
     return out
 
 
-def labs(pattern: str = "*") -> tuple:
-    """Seconds each lab took top to bottom live (kernel start included), and its slow cells."""
+def labs(pattern: str = "*", executed: str | None = None) -> tuple:
+    """Seconds each lab took top to bottom live (kernel start included), and its slow cells; with
+    `executed`, each run notebook is written there with its outputs (what the lab showed live)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -77,6 +78,9 @@ def labs(pattern: str = "*") -> tuple:
         NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": "labs"}}).execute()
         total[nb_path.name] = time.perf_counter() - t0
         cells[nb_path.name] = cell_seconds(nb)
+        if executed:
+            Path(executed).mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, str(Path(executed) / nb_path.name))
     return total, cells
 
 
@@ -85,6 +89,7 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--skip-labs", action="store_true")
     ap.add_argument("--labs", default="*", help="which labs to run live (a glob of labs/*.ipynb, e.g. '07*')")
+    ap.add_argument("--executed", help="a folder to write each live-run lab to, outputs included")
     a = ap.parse_args(argv)
     res = {**latency(), **worker_overhead(), **provenance()}
     print(f"per configuration, worker vs in-process: +{1e3 * res['added_per_config_s']:.1f} ms "
@@ -92,7 +97,7 @@ def main(argv=None):
     print(f"control change -> plot, new measurement at {res['shape']}: median {res['median_new_s']:.2f} s "
           f"{[round(x, 2) for x in res['new_measurement_s']]}; redraw only: median {res['median_redraw_s']:.3f} s (goal <= 0.5 s)")
     if not a.skip_labs:
-        res["labs_s"], res["labs_cells_s"] = labs(a.labs)
+        res["labs_s"], res["labs_cells_s"] = labs(a.labs, a.executed)
         for k, v in res["labs_s"].items():
             print(f"{k}: ran top to bottom live in {v:.0f} s (goal <= 180 s); cells >= 1 s: "
                   + "; ".join(f"[{i}] {s} s {line}" for i, s, line in res["labs_cells_s"][k]))
