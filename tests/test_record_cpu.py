@@ -222,3 +222,25 @@ def test_gpu_tests_refuse_fewer_than_one_worker(capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         gpu_tests.main(["--logs", str(tmp_path), "--workers", "0"])
     assert e.value.code == 2 and "--workers takes the pytest-xdist processes, at least 1, got 0" in capsys.readouterr().err
+
+
+def test_transcript_keeps_a_labs_text_and_drops_its_figures():
+    """What a live lab showed is committed as text: streams, plain results and errors in cell order,
+    without the HTML, plotly figures and widgets that make a run notebook megabytes."""
+    import nbformat
+
+    from labkit.benchmarks.explorer_latency import transcript
+
+    out = nbformat.v4.new_output
+    c1 = nbformat.v4.new_code_cell("print('hi')")
+    c1.outputs = [out("stream", name="stdout", text="LIVE: measuring\n"),
+                  out("display_data", data={"text/html": "<div>plot</div>", "text/plain": "Figure({...})"})]
+    c2 = nbformat.v4.new_code_cell("table")
+    c2.outputs = [out("execute_result", data={"text/plain": "  op  time_us\nadd  31.4"}, execution_count=1),
+                  out("display_data", data={"text/plain": "VBox(children=(HTML(value='<b>Live</b>'),))"})]
+    c3 = nbformat.v4.new_code_cell("1/0")
+    c3.outputs = [out("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# lab"), c1, c2, c3]
+    assert transcript(nb) == ("[1] LIVE: measuring\n[2]   op  time_us\nadd  31.4\n"
+                              "[3] ZeroDivisionError: division by zero\n")

@@ -65,9 +65,23 @@ def cell_seconds(nb, least_s: float = 1.0) -> list:
     return out
 
 
+def transcript(nb) -> str:
+    """The text a run notebook showed, code cell by code cell: streams, plain-text results and errors
+    (figures and widgets left out: a lab with its plots is megabytes)."""
+    out = []
+    for i, c in enumerate(nb.cells):
+        for o in c.get("outputs", []) if c.cell_type == "code" else []:
+            kind = o.get("output_type")
+            text = (o.get("text") if kind == "stream" else f"{o.get('ename')}: {o.get('evalue')}" if kind == "error"
+                    else o.get("data", {}).get("text/plain") if "text/html" not in o.get("data", {}) else None)
+            if text and not text.lstrip().startswith(("<", "VBox(", "HBox(")):
+                out.append(f"[{i}] {text.rstrip()}")
+    return "\n".join(out) + "\n"
+
+
 def labs(pattern: str = "*", executed: str | None = None) -> tuple:
     """Seconds each lab took top to bottom live (kernel start included), and its slow cells; with
-    `executed`, each run notebook is written there with its outputs (what the lab showed live)."""
+    `executed`, each lab's transcript (what it showed live, as text) is written there."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -80,7 +94,7 @@ def labs(pattern: str = "*", executed: str | None = None) -> tuple:
         cells[nb_path.name] = cell_seconds(nb)
         if executed:
             Path(executed).mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, str(Path(executed) / nb_path.name))
+            (Path(executed) / f"{nb_path.stem}.txt").write_text(transcript(nb))
     return total, cells
 
 
@@ -89,7 +103,7 @@ def main(argv=None):
     ap.add_argument("--out")
     ap.add_argument("--skip-labs", action="store_true")
     ap.add_argument("--labs", default="*", help="which labs to run live (a glob of labs/*.ipynb, e.g. '07*')")
-    ap.add_argument("--executed", help="a folder to write each live-run lab to, outputs included")
+    ap.add_argument("--executed", help="a folder for each live-run lab's transcript (its text outputs)")
     a = ap.parse_args(argv)
     res = {**latency(), **worker_overhead(), **provenance()}
     print(f"per configuration, worker vs in-process: +{1e3 * res['added_per_config_s']:.1f} ms "
