@@ -244,3 +244,18 @@ def test_transcript_keeps_a_labs_text_and_drops_its_figures():
     nb.cells = [nbformat.v4.new_markdown_cell("# lab"), c1, c2, c3]
     assert transcript(nb) == ("[1] LIVE: measuring\n[2]   op  time_us\nadd  31.4\n"
                               "[3] ZeroDivisionError: division by zero\n")
+
+
+def test_a_transcript_folder_that_cannot_be_made_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """--executed naming a file stops at once with the flag in the message (no GPU needed: the check
+    comes before the latency run and the labs, so no measured lab is lost to it)."""
+    from labkit.benchmarks import explorer_latency
+
+    monkeypatch.setattr(explorer_latency, "latency", lambda: pytest.fail("ran before the folder was checked"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(SystemExit) as e:
+        explorer_latency.main(["--executed", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert f"--executed {blocker / 'sub'}: not a folder the transcripts can be written to" in err

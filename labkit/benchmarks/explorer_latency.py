@@ -93,7 +93,6 @@ def labs(pattern: str = "*", executed: str | None = None) -> tuple:
         total[nb_path.name] = time.perf_counter() - t0
         cells[nb_path.name] = cell_seconds(nb)
         if executed:
-            Path(executed).mkdir(parents=True, exist_ok=True)
             (Path(executed) / f"{nb_path.stem}.txt").write_text(transcript(nb))
     return total, cells
 
@@ -105,6 +104,11 @@ def main(argv=None):
     ap.add_argument("--labs", default="*", help="which labs to run live (a glob of labs/*.ipynb, e.g. '07*')")
     ap.add_argument("--executed", help="a folder for each live-run lab's transcript (its text outputs)")
     a = ap.parse_args(argv)
+    if a.executed:  # checked before anything runs: a lab's minutes are not lost to a bad folder
+        try:
+            Path(a.executed).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            ap.error(f"--executed {a.executed}: not a folder the transcripts can be written to ({e.strerror})")
     res = {**latency(), **worker_overhead(), **provenance()}
     print(f"per configuration, worker vs in-process: +{1e3 * res['added_per_config_s']:.1f} ms "
           f"({1e3 * res['worker_s']:.1f} vs {1e3 * res['in_process_s']:.1f} ms)")
