@@ -240,30 +240,6 @@ __device__ __forceinline__ void lk_cp_async_wait_all() {
 }
 extern __shared__ __align__(16) unsigned char lk_dyn_smem[];
 
-// PROBE: the row `ahead` rows after this one, into L2 (sm_90's bulk prefetch: one instruction a
-// row, no registers, nothing to wait for), so DRAM keeps streaming while blocks do their math.
-__device__ __forceinline__ void lk_prefetch_row(const void* base, int64_t row, int64_t rows, int64_t row_bytes,
-                                                int64_t ahead) {
-#if __CUDA_ARCH__ >= 900
-  if (ahead > 0 && row + ahead < rows)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(static_cast<const char*>(base) +
-                                                                       (row + ahead) * row_bytes),
-                 "r"(uint32_t(row_bytes))
-                 : "memory");
-#endif
-}
-// rows resident at once times `waves` (0: no prefetch)
-template <typename Kernel>
-static inline int64_t lk_rows_ahead(Kernel k, int threads, size_t smem, int rows_per_block, int waves) {
-  if (waves == 0) return 0;
-  int dev = 0, sms = 1, per_sm = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  if (smem > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads, smem);
-  return int64_t(waves) * sms * per_sm * rows_per_block;
-}
-
 // Calls f(std::integral_constant<int, packs>) for a plan's packs, instantiating only the pack
 // counts a VEC-wide row can use.
 template <int VEC, typename F>

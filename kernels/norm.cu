@@ -26,13 +26,12 @@
 // ---- row in registers, as f32 ----------------------------------------------------------------
 template <bool RMS, typename T, int VEC, int PACKS, bool WARP_ROW>
 __global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restrict__ x, T* __restrict__ y, int64_t rows,
-                                                     int K, float eps, float g, float b, int64_t ahead) {
+                                                     int K, float eps, float g, float b) {
   __shared__ float scratch[LK_WARP];
   const auto [row, tid, nthr, xr, yr] = lk_row_at<WARP_ROW>(x, y, K);
   if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
   Pack<T, VEC> r[PACKS];
   lk_row_load(r, xr, tid, nthr, K);
-  if (tid == 0) lk_prefetch_row(x, row, rows, int64_t(K) * sizeof(T), ahead);
   float v[PACKS][VEC];
   float sum = 0.f;
 #pragma unroll
@@ -72,11 +71,10 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) norm_rows_reg(const T* __restr
 // Passes over the shared copy: sum (rms: of squares), layer_norm's centred squares, normalize.
 template <bool RMS, typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) norm_rows_smem(const T* __restrict__ x, T* __restrict__ y,
-                                                                  int K, float eps, float g, float b, int64_t ahead) {
+                                                                  int K, float eps, float g, float b) {
   __shared__ float scratch[LK_WARP];
   T* s = reinterpret_cast<T*>(lk_dyn_smem);
   const int P = K / VEC;  // K % VEC == 0
-  if (threadIdx.x == 0) lk_prefetch_row(x, blockIdx.x, gridDim.x, int64_t(K) * sizeof(T), ahead);
   lk_smem_row_load<T, VEC>(s, x + int64_t(blockIdx.x) * K, P);
   // two accumulators per sum (short dependency chains); `shift` centres layer_norm's second pass
   auto sum_pass = [&](bool square, float shift) {
@@ -159,7 +157,7 @@ static void launch_stream(const T* x, T* y, const NormArgs& n, cudaStream_t stre
 // 0 = the measured default: layer_norm f16 16 floats, <= 512 threads (K = 16384 in registers: 71.8 us
 // on an H200, shared memory 69.0); the others 32 floats, <= 512 threads (layer_norm f32 at K = 16384
 // took 141.7 us with 1024 x 16 floats, 129.6 with 512 x 32)
-template <bool RMS, typename T, int VEC, int FLOATS, int THREADS, int PREFETCH>
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t stream) {
   constexpr bool WIDE = RMS || std::is_same_v<T, float>;
   constexpr int floats = FLOATS ? FLOATS : (WIDE ? 32 : 16);
@@ -171,28 +169,22 @@ static void launch_rows_vec(const T* x, T* y, const NormArgs& n, cudaStream_t st
   // 94.4 -> 95.0, rms_norm 94.4 -> 95.5, 94.5 -> 95.2; H100 0-1.3 % faster). f32 rows: no gain.
   constexpr int64_t smem_from = sizeof(T) == 2 ? 8 << 10 : 0;
   const lk_row_plan plan = lk_plan_row(n.K / VEC, VEC, floats, threads, row_bytes, smem_from);
-  if (plan.smem) {
-    const int64_t ahead = lk_rows_ahead(norm_rows_smem<RMS, T, VEC>, plan.threads, row_bytes, 1, PREFETCH);
+  if (plan.smem)
     return lk_launch_smem_row(norm_rows_smem<RMS, T, VEC>, n.rows, plan.threads, row_bytes, stream, x, y, n.K, n.eps,
-                              n.g, n.b, ahead);
-  }
+                              n.g, n.b);
   if (plan.packs == 0) return launch_stream<RMS, T, VEC>(x, y, n, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(n.rows, LK_ROWS_PER_BLOCK) : n.rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {
     constexpr int PACKS = decltype(packs)::value;
-    if (plan.warp) {
-      const auto k = norm_rows_reg<RMS, T, VEC, PACKS, true>;
-      k<<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b,
-                                             lk_rows_ahead(k, plan.threads, 0, LK_ROWS_PER_BLOCK, PREFETCH));
-    } else {
-      const auto k = norm_rows_reg<RMS, T, VEC, PACKS, false>;
-      k<<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b, lk_rows_ahead(k, plan.threads, 0, 1, PREFETCH));
-    }
+    if (plan.warp)
+      norm_rows_reg<RMS, T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
+    else
+      norm_rows_reg<RMS, T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, n.rows, n.K, n.eps, n.g, n.b);
   });
 }
 
 // t[0] = x (N x K), t[1] = y; f[0] = eps, f[1] = g, f[2] = b (layer_norm). VEC = 1: scalar variant.
-template <bool RMS, typename T, int VEC, int FLOATS, int THREADS, int PREFETCH>
+template <bool RMS, typename T, int VEC, int FLOATS, int THREADS>
 static int launch_norm(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -214,7 +206,7 @@ static int launch_norm(const lk_args* args, cudaStream_t stream) {
       launch_stream<RMS, T, 1>(x, y, n, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<RMS, T, VEC, FLOATS, THREADS, PREFETCH>(x, y, n, stream);
+    launch_rows_vec<RMS, T, VEC, FLOATS, THREADS>(x, y, n, stream);
     return lk_launch_status();
   }
 }

@@ -188,13 +188,12 @@ static int launch_softmax(const lk_args* args, cudaStream_t stream) {
 // per row. One exp per element: e^(x - max) replaces x in place.
 template <typename T, int VEC, int PACKS, bool WARP_ROW>
 __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __restrict__ x, T* __restrict__ y,
-                                                        int64_t rows, int K, int64_t ahead) {
+                                                        int64_t rows, int K) {
   __shared__ float scratch[LK_WARP];
   const auto [row, tid, nthr, xr, yr] = lk_row_at<WARP_ROW>(x, y, K);
   if (WARP_ROW && row >= rows) return;  // whole warps only: no block barrier in warp mode
   Pack<T, VEC> r[PACKS];
   lk_row_load(r, xr, tid, nthr, K);
-  if (tid == 0) lk_prefetch_row(x, row, rows, int64_t(K) * sizeof(T), ahead);
   // per-pack partial max and sum (two accumulators each), packs combined at the end: short
   // dependency chains (one chain through a thread's 32 values ran f16 rows at 86-90 % of peak)
   float v[PACKS][VEC], pm[PACKS];
@@ -256,14 +255,13 @@ __global__ void __launch_bounds__(LK_ROW_THREADS) softmax_rows_reg(const T* __re
 // (commit 10ace29 put the written-out form back). Fold the helpers in only with a GPU to check and time both.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(LK_SMEM_ROW_THREADS) softmax_rows_smem(const T* __restrict__ x, T* __restrict__ y,
-                                                                     int K, int64_t ahead) {
+                                                                     int K) {
   __shared__ float scratch[LK_WARP];
   T* s = reinterpret_cast<T*>(lk_dyn_smem);
   const T* xr = x + int64_t(blockIdx.x) * K;
   T* yr = y + int64_t(blockIdx.x) * K;
   const int P = K / VEC;  // K % VEC == 0
   for (int p = threadIdx.x; p < P; p += blockDim.x) lk_cp_async16(s + p * VEC, xr + p * VEC);
-  if (threadIdx.x == 0) lk_prefetch_row(x, blockIdx.x, gridDim.x, int64_t(K) * sizeof(T), ahead);
   lk_cp_async_wait_all();  // each thread re-reads only the packs it copied
   float m0 = -INFINITY, m1 = -INFINITY;
   if constexpr (std::is_same_v<T, float>) {
@@ -340,7 +338,7 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit 32,
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
 // 1024 x 2 took 71.6, shared memory 69.3)
-template <typename T, int VEC, int FLOATS, int THREADS, int PREFETCH>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
   constexpr int floats = FLOATS ? FLOATS : (F32 ? 16 : 32);
@@ -348,26 +346,18 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(K) * sizeof(T);
   const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
-  if (plan.smem) {
-    const int64_t ahead = lk_rows_ahead(softmax_rows_smem<T, VEC>, plan.threads, row_bytes, 1, PREFETCH);
-    return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K, ahead);
-  }
+  if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
   lk_with_packs<VEC>(plan.packs, [&](auto packs) {
     constexpr int PACKS = decltype(packs)::value;
-    if (plan.warp) {
-      const auto k = softmax_rows_reg<T, VEC, PACKS, true>;
-      k<<<blocks, plan.threads, 0, stream>>>(x, y, rows, K, lk_rows_ahead(k, plan.threads, 0, LK_ROWS_PER_BLOCK, PREFETCH));
-    } else {
-      const auto k = softmax_rows_reg<T, VEC, PACKS, false>;
-      k<<<blocks, plan.threads, 0, stream>>>(x, y, rows, K, lk_rows_ahead(k, plan.threads, 0, 1, PREFETCH));
-    }
+    if (plan.warp) softmax_rows_reg<T, VEC, PACKS, true><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
+    else softmax_rows_reg<T, VEC, PACKS, false><<<blocks, plan.threads, 0, stream>>>(x, y, rows, K);
   });
 }
 
 // t[0] = x (N x K), t[1] = y. VEC = 1: the scalar variant.
-template <typename T, int VEC, int FLOATS, int THREADS, int PREFETCH>
+template <typename T, int VEC, int FLOATS, int THREADS>
 static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
@@ -385,7 +375,7 @@ static int launch_softmax_rows(const lk_args* args, cudaStream_t stream) {
       launch_online<T, 1>(x, y, rows, K, stream);
       return lk_launch_status(LK_PATH_FALLBACK);
     }
-    launch_rows_vec<T, VEC, FLOATS, THREADS, PREFETCH>(x, y, rows, K, stream);
+    launch_rows_vec<T, VEC, FLOATS, THREADS>(x, y, rows, K, stream);
     return lk_launch_status();
   }
 }

@@ -6,7 +6,7 @@ from .families import filled, row_op
 
 LN_EPS, LN_G, LN_B = 1e-5, 1.5, 0.25  # f[0], f[1], f[2] of the layer_norm launchers
 RMS_EPS, RMS_G = 1e-5, 1.5           # f[0], f[1] of the rms_norm launchers
-_LAUNCH = "launch_norm<{rms}, {ctype}, {width}, {floats}, {threads}, {prefetch}>"
+_LAUNCH = "launch_norm<{rms}, {ctype}, {width}, {floats}, {threads}>"
 
 
 def _variants(rms: str, f16_packs: int) -> list:
@@ -50,8 +50,7 @@ def _ln_torch(inputs, outputs, shape, dtype):
 _BOTH = dict(launch=_LAUNCH, shape_kernels=("norm_rows_smem", "norm_rows_stream"),
              # tuning axes of the vector variants (0 = the measured default per op and dtype,
              # kernels/norm.cu), as softmax_rows': row values held per thread, most threads per row
-             axes={"floats": (0, (0, 8, 16, 32)), "threads": (0, (0, 128, 256, 512, 1024)),
-                   "prefetch": (0, (0, 1, 2))})
+             axes={"floats": (0, (0, 8, 16, 32)), "threads": (0, (0, 128, 256, 512, 1024))})
 
 # f32: values are O(1) and x - mean cancels to ~1e-7 absolute; f16: one rounding of the f32 result
 _ln_TOL = {"f32": (1e-5, 1e-5), "f16": (1e-3, 1e-5)}
