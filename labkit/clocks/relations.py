@@ -51,7 +51,9 @@ RELATIONS = (
              "H200 +4.8 / +1.2 %, logs/bb508c55727d/reconcile.json); neither a write-back backlog left by the "
              "flush (a 3-10 µs gap after it changed nothing, H100 logs/eb468fdabbdd/drain-gap.log) nor the "
              "flush's size (0.5, 1 or 2 L2s written: the same time, H200 logs/711790438a89/flush-size.log) is "
-             "why; from 4096² within 1.2 %"),
+             "why. Where the buffers sit can account for it (the same add at 16 placements spans 8-11 % at 1024² "
+             "cold-dirty, 5-8 % at 2048², logs/14a09f5edc18/placement.log, and nvbench's child allocates its "
+             "own), not shown to be the cause; from 4096² within 1.2 %"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
@@ -89,12 +91,16 @@ RELATIONS = (
              "~90 µs (8192²)"),
     Relation(f"labkit {STATE} CUPTI", f"nsys {STATE}", "≈", 0.02,
              "the same CUPTI records of the same kernel (start and end on the GPU): labkit reads them in its own "
-             "process through torch.profiler, Nsight Systems in a profiled run of the same configuration. Not held "
-             "at 1024² cold-dirty (a ~4 µs kernel that evicts an L2 of dirty lines), the same way in every "
-             "reconcile: the H100 reads 4.4-5.2 % below Nsight Systems, the H200 4.3-6.9 % above (f16x8_pack and "
-             "torch; reconciles at bb508c55727d, 6fa2b3014996 and 6931c2d80f40): a difference between the two "
-             "processes, not noise, whose cause is not found; elsewhere within 2.3 % but the H200's 2048² "
-             "rotating (+3.4 % for both kernels)"),
+             "process through torch.profiler, Nsight Systems in a profiled run of the same configuration. Two "
+             "processes that make the same allocations agree: CUPTI over 2 or 40 groups and Nsight Systems read add "
+             "f16 1024² and 2048² cold-dirty within 0.4 % on both GPUs (logs/14a09f5edc18/cupti-vs-nsys-same-layout.log). "
+             "A cold-dirty kernel's time depends on where its buffers sit: the same add f16 1024² at 16 placements "
+             "spans 3.33-3.68 µs on the H200 and 4.13-4.48 µs on the H100 (8-11 %; 2048² 5-8 %, cold <= 6 %), "
+             "each placement the same to ~1 % in a second process (logs/14a09f5edc18/placement.log). The "
+             "reconcile's process allocates other states' and harnesses' buffers first, its Nsight Systems run "
+             "does not: at 1024² cold-dirty they read different placements, the H100 4.4-5.2 % below Nsight "
+             "Systems and the H200 4.3-6.9 % above in every reconcile (bb508c55727d, 6fa2b3014996, 6931c2d80f40); "
+             "elsewhere within 2.3 % but the H200's 2048² rotating (+3.4 % for both kernels)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} under CUPTI", "≤", 0.0,
              "the same launches: the events bracket the kernel and the launch's own overhead, so the kernel's own "
              "time cannot exceed the event time of a launch that runs alone (a graph's back-to-back launches "
