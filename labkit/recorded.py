@@ -105,9 +105,12 @@ def provenance(df) -> list[dict]:
     return out
 
 
-def banner(df) -> str:
-    """Plain text for the top of a notebook or panel: this is recorded data, from where."""
-    lines = ["RECORDED DATA: no GPU on this machine, so these are results measured earlier on:"]
+def banner(df, why: str | None = None) -> str:
+    """Plain text for the top of a notebook or panel: this is recorded data, from where. `why` says
+    why it is shown where that is not "no GPU here" (a live notebook showing recorded rows beside
+    its own must not claim there is no GPU)."""
+    lines = [f"RECORDED DATA ({why}), measured earlier on:" if why else
+             "RECORDED DATA: no GPU on this machine, so these are results measured earlier on:"]
     for p in provenance(df):
         lines.append(f"  {p['gpu']}: driver {p['driver']}, CUDA {p['cuda']}, measured {p['date']}, "
                      f"labkit commit {p['commit']} ({p['sweeps']}; {p['rows']} rows)")

@@ -89,6 +89,9 @@ def test_load_and_provenance(tmp_path):
     text = recorded.banner(df)
     assert text.startswith("RECORDED DATA") and "NVIDIA H200" in text and "550.54.15" in text
     assert "Recorded data" in recorded.banner_html(df)
+    # a live notebook showing recorded rows beside its own must not claim there is no GPU
+    live = recorded.banner(df, "for context: timed outside any profiler, not in this run")
+    assert live.startswith("RECORDED DATA (for context") and "no GPU" not in live and "NVIDIA H200" in live
 
 
 def test_filters_and_one_table_per_gpu(tmp_path, monkeypatch):
