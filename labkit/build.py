@@ -104,6 +104,14 @@ def parse_compile_error(log: str) -> CompileError:
 
 
 # ---- the generated export table -------------------------------------------------------------------
+def family_text(family: str) -> str:
+    """A family's source as one text, the way it is compiled: its own parts (kernels/<stem>_*.cuh,
+    split off for length) put back where it includes them; shared headers stay includes."""
+    stem = Path(family).stem
+    return re.sub(rf'#include "({re.escape(stem)}_\w+\.cuh)"', lambda m: (KERNELS_DIR / m.group(1)).read_text(),
+                  (KERNELS_DIR / family).read_text())
+
+
 def export_source(family: str, exports) -> str:
     """The .cu text of a family library: the family file, then one exported launcher per
     (symbol, launcher expression)."""

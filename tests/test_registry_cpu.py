@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from labkit.build import family_text
 from labkit.paths import KERNELS_DIR
 from labkit.registry import family, ops
 
@@ -15,7 +16,7 @@ FAMILIES = sorted({o.source for o in OPS})
 
 @pytest.mark.parametrize("op", OPS, ids=[o.name for o in OPS])
 def test_derived_names_exist_in_the_kernel_file(op):
-    src = (KERNELS_DIR / op.source).read_text()
+    src = family_text(op.source)
     assert len({(v.name, v.dtype) for v in op.variants}) == len(op.variants)
     for v in op.variants:
         assert v.symbol == f"{op.name}_{v.name}" and v.op == op.name
@@ -29,7 +30,7 @@ def test_derived_names_exist_in_the_kernel_file(op):
 
 @pytest.mark.parametrize("source", FAMILIES)
 def test_one_family_one_module_and_no_hand_written_exports(source):
-    src = (KERNELS_DIR / source).read_text()
+    src = family_text(source)
     assert "LK_EXPORT" not in src, f"{source}: exports are generated from labkit/ops/{source[:-3]}.py"
     mods = {o.__module__ if hasattr(o, "__module__") else None for o in family(source)}
     assert all(o.source == source for o in family(source)) and mods

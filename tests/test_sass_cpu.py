@@ -3,8 +3,8 @@ and the machine-code diff (nvcc + cuobjdump, no GPU)."""
 import pytest
 
 from labkit import sass, sass_diff
+from labkit.build import family_text
 from labkit.errors import ConfigError, ToolMissingError
-from labkit.paths import KERNELS_DIR
 from labkit.registry import get_op, ops
 from labkit.sass_diff import align
 
@@ -92,7 +92,7 @@ def test_occupancy_shared_and_block_limits():
 def test_every_op_states_its_block_and_the_launcher_still_sets_it(op):
     """Op.block's evidence is text of the kernel file that sets the block size (so the fact cannot
     drift from the launcher silently), and every variant of the op gets a block size or a reason."""
-    text = (KERNELS_DIR / (op.block.file or op.source)).read_text()
+    text = family_text(op.block.file or op.source)
     assert op.block.evidence, f"{op.name}: Op.block names no text of kernels/{op.block.file or op.source}"
     for s in op.block.evidence:
         assert s in text, f"{op.name}: Op.block's {s!r} is no longer in kernels/{op.block.file or op.source}: update it"

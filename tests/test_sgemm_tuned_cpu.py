@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.build import family_text
 from labkit.config import plan, resolve
 from labkit.errors import ConfigError
 from labkit.ops import sgemm as sg
@@ -19,7 +20,7 @@ from labkit.paths import KERNELS_DIR
 from labkit.registry import get_op
 from labkit.sweeps import SGEMM_SHAPES, SGEMM_TILES, get_sweep
 
-SRC = (KERNELS_DIR / "sgemm.cu").read_text()
+SRC = family_text("sgemm.cu")
 TESTS = Path(__file__).resolve().parent
 OP = get_op("sgemm")
 TUNED = OP.variant("tuned")

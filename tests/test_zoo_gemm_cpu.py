@@ -7,7 +7,7 @@ import re
 import pytest
 import torch
 
-from labkit.paths import KERNELS_DIR
+from labkit.build import family_text
 from labkit.check import compare
 from labkit.errors import ConfigError
 from labkit.ops import sgemm as sgemm_mod
@@ -36,7 +36,7 @@ def _cpu_inputs(name, shape, offset=0, seed=0):
 def test_variants_match_the_kernel_file(name):
     op = get_op(name)
     assert [v.name for v in op.variants] == NAMES[name]
-    src = (KERNELS_DIR / op.source).read_text()
+    src = family_text(op.source)
     for v in op.variants:
         assert v.dtype == "f32" and v.note
         base = v.kernel.split("<")[0]
@@ -46,7 +46,7 @@ def test_variants_match_the_kernel_file(name):
 
 
 def test_sgemm_variants_name_the_fast_instantiation():
-    src = (KERNELS_DIR / "sgemm.cu").read_text()
+    src = family_text("sgemm.cu")
     for v in get_op("sgemm").variants:
         if v.kernel.startswith("sgemm_async_kernel<"):  # instantiated by launch_async from the tile
             assert v.kernel.endswith(", true>") and "sgemm_async_kernel<BM, BN, BK, WM, WN, TM, TN, STAGES, GROUP, true>" in src

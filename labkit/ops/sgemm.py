@@ -69,7 +69,7 @@ def smem_bytes(t: dict) -> int:
 
 def axis_rule(v, axes: dict) -> str:
     """Why tuned cannot build at these axis values (the constraint, as AsyncShape's static_asserts in
-    kernels/sgemm.cu state it), or ""."""
+    kernels/sgemm_async.cuh state it), or ""."""
     if v.name != "tuned":
         return f"the tile axes are tuned's: only variant 'tuned' takes them (not {v.name!r})"
     t = tile(axes)
