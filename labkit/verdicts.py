@@ -1,7 +1,8 @@
 """Verdicts between rows: a timed row keeps its samples (`samples_us`), so any two rows can be compared
 later with the interval of the ratio of their medians and a SAME / FASTER / SLOWER verdict
 (labkit.stats): vs torch in the runner, tables and the why card; A vs B (`compare_rows`, `versus`);
-the fastest of several, named only on a verdict (`fastest`, what the labs use)."""
+the fastest of several, named only on a verdict (`fastest`, `best_of`), and an order with the steps the
+interval cannot tell apart marked (`ranked`): what the labs use."""
 from __future__ import annotations
 
 import json
@@ -57,19 +58,50 @@ def versus(a, b, of: str = "") -> str:
     return f"{a['time_us'] / b['time_us']:.3f}x{' ' + of if of else ''} (no interval: a row without samples)"
 
 
+def _records(rows) -> list:
+    return rows.to_dict("records") if hasattr(rows, "to_dict") else list(rows)
+
+
+def best_of(rows) -> tuple:
+    """(the row of lowest median, [(row, its Verdict against the best, or None without samples)] for
+    every other row, fastest first)."""
+    rows = sorted(_records(rows), key=lambda r: r["time_us"])
+    return rows[0], [(r, compare_rows(rows[0], r)) for r in rows[1:]]
+
+
+def tied(vs) -> list:
+    """The rows of best_of's list that the best is not told apart from (SAME, or no interval)."""
+    return [r for r, v in vs if v is None or not v.decided]
+
+
 def fastest(rows, name) -> str:
     """The fastest of `rows` (dicts or a frame; `name(row)` says which is which), named only where it
     is FASTER than every other row by the interval of the ratio of medians; else the rows it cannot
     be told apart from."""
-    rows = sorted(rows.to_dict("records") if hasattr(rows, "to_dict") else rows, key=lambda r: r["time_us"])
+    rows = _records(rows)
     if len(rows) < 2:
         return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
-    best = rows[0]
-    vs = [(r, compare_rows(best, r)) for r in rows[1:]]
-    tied = [(r, v) for r, v in vs if v is None or not v.decided]
-    if not tied:
+    best, vs = best_of(rows)
+    same = [(r, v) for r, v in vs if v is None or not v.decided]
+    if not same:
         return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
                 f"{vs[0][1].text()}")
-    why = "no interval: rows without samples" if any(v is None for _, v in tied) else "SAME within the interval"
+    why = "no interval: rows without samples" if any(v is None for _, v in same) else "SAME within the interval"
     return (f"no winner: the lowest median, {name(best)} ({best['time_us']:.2f} µs), is not told apart from "
-            f"{', '.join(name(r) for r, _ in tied)} ({why})")
+            f"{', '.join(name(r) for r, _ in same)} ({why})")
+
+
+def ranked(rows, name, per_byte: bool = False) -> str:
+    """`rows` slowest to fastest, each step ' < ' where the next row is FASTER than the one before it
+    by the interval, ' ≈ ' where the two are not told apart (SAME, or a row without samples).
+    per_byte: by time per byte moved (`bytes`), for rows that move different amounts (bandwidth)."""
+    from .stats import compare
+
+    scale = (lambda r: r["bytes"]) if per_byte else (lambda r: 1.0)
+    rows = sorted(_records(rows), key=lambda r: r["time_us"] / scale(r), reverse=True)
+    out = name(rows[0]) if rows else "no rows"
+    for slower, r in zip(rows, rows[1:]):
+        sa, sb = row_samples(r), row_samples(slower)
+        v = compare([x / scale(r) for x in sa], [x / scale(slower) for x in sb]) if sa and sb else None
+        out += (" < " if v is not None and v.verdict == "FASTER" else " ≈ ") + name(r)
+    return out

@@ -199,6 +199,23 @@ def test_rows_without_samples_name_no_winner():
     assert labs.versus(rows[1], rows[0]) == "1.200x (no interval: a row without samples)"
 
 
+def test_an_order_marks_the_steps_the_interval_cannot_tell_apart():
+    """Lab 03's order: a step is '<' only on a FASTER verdict; two rows 0.2 % apart in 3 % noise read '≈'."""
+    rng = np.random.default_rng(14)
+    rows = [_row(v, _times(rng, 60, t)) for v, t in (("f32", 14.0), ("f32x4", 10.02), ("f32x4_pack", 10.0))]
+    # the two tied rows come in their medians' order, whichever that is; the step between them is '≈'
+    assert labs.ranked(rows, lambda r: r["variant"]) in ("f32 < f32x4 ≈ f32x4_pack", "f32 < f32x4_pack ≈ f32x4")
+    best, vs = labs.best_of(rows)
+    assert {best["variant"], *(r["variant"] for r in labs.tied(vs))} == {"f32x4", "f32x4_pack"}
+    assert [r["variant"] for r, _ in vs][-1] == "f32"  # fastest first, the slowest last
+    # per byte: a row that moves twice the bytes in 1.5x the time has the higher bandwidth
+    big = {**_row("f16x8", _times(rng, 200, 15.0)), "bytes": 12 << 20}
+    assert labs.ranked([rows[2], big], lambda r: r["variant"], per_byte=True) == "f32x4_pack < f16x8"
+    assert labs.ranked([rows[2], big], lambda r: r["variant"]) == "f16x8 < f32x4_pack"  # by time
+    old = [{k: v for k, v in r.items() if k != "samples_us"} for r in rows]  # recorded before samples
+    assert labs.ranked(old, lambda r: r["variant"]).count("≈") == 2 and "<" not in labs.ranked(old, lambda r: r["variant"])
+
+
 # ---- the A/A self-test ----------------------------------------------------------------------------
 class _StandIn:
     """A runner whose rows are drawn from one distribution (`shift`: B's median over A's)."""
