@@ -9,8 +9,9 @@
   or several), and claims counted from the data ("at 4 of 9 shapes") rather than written down;
 * fit(), panels(): tables and plotly panels laid out to fit a notebook's width without wrapping or
   overlapping titles;
-* versus(), fastest(), best_of() / tied(), ranked() (from labkit.verdicts): a ratio of two rows with its
-  interval and verdict, a fastest row named only on a verdict, an order whose undecided steps say so;
+* versus(), fastest(), best_of() / tied(), ranked(), by_shape() (from labkit.verdicts) and counted(): a
+  ratio of two rows with its interval and verdict, a fastest row named only on a verdict, an order whose
+  undecided steps say so, and claims over shapes counted from verdicts;
 * facts(): a GPU's ceilings (results/<gpu>/device.json, else its copy peak) and datasheet numbers;
 * kernel_sass(), instructions(), mem_mix(), cell_sass(): machine code (nvcc, no GPU) of a shipped
   variant or of a cell's kernel (kept in the build cache, cache_root()/labs, named by content);
@@ -38,7 +39,7 @@ from .paths import cache_root, gpu_slug, results_dir, write_atomic
 from .records import ResultLog
 from .remote import connected
 from .schema import GPU_KEY, base_variant, shown, split_variant
-from .verdicts import best_of, fastest, ranked, tied, versus  # noqa: F401  (the labs' cells call them as labs.fastest, ...)
+from .verdicts import best_of, by_shape, fastest, ranked, tied, versus  # noqa: F401  (the labs' cells call them as labs.fastest, ...)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
 MODE = "cold"  # the cache state the labs' tables and winners are of, unless a cell asks for another
@@ -217,6 +218,13 @@ def share(flags, what: str = "shape") -> str:
     if n == t:
         return f"at every {what} ({n} of {t})"
     return f"at no {what} (0 of {t})" if n == 0 else f"at {n} of {t} {what}s"
+
+
+def counted(verdicts: dict, verdict: str, what: str = "shape") -> str:
+    """share() of verdicts (labkit.verdicts.by_shape): 'at 7 of 9 shapes (2 not told apart)', the
+    shapes the interval could not decide (SAME, or rows without samples) said as such."""
+    undecided = sum(v is None or v == "SAME" for v in verdicts.values())
+    return share([v == verdict for v in verdicts.values()], what) + (f" ({undecided} not told apart)" if undecided else "")
 
 
 def facts(gpu: str) -> dict:

@@ -216,6 +216,21 @@ def test_an_order_marks_the_steps_the_interval_cannot_tell_apart():
     assert labs.ranked(old, lambda r: r["variant"]).count("≈") == 2 and "<" not in labs.ranked(old, lambda r: r["variant"])
 
 
+def test_claims_over_shapes_count_verdicts():
+    """Labs 01 and 03 count 'slower at N of M shapes' from verdicts: a 0.2 % difference in 3 % noise is
+    not counted as slower, it is said to be not told apart."""
+    rng = np.random.default_rng(15)
+    rows = []
+    for shape, (ta, tb) in {"1024x1024": (11.0, 10.0), "2048x2048": (10.02, 10.0), "4096x4096": (12.0, 10.0)}.items():
+        rows += [{**_row("f16x8", _times(rng, 60, ta)), "shape": shape},
+                 {**_row("f16x8_pack", _times(rng, 60, tb)), "shape": shape}]
+    v = labs.by_shape(rows, "f16x8", "f16x8_pack")
+    assert v == {"1024x1024": "SLOWER", "2048x2048": "SAME", "4096x4096": "SLOWER"}
+    assert labs.counted(v, "SLOWER") == "at 2 of 3 shapes (1 not told apart)"
+    assert labs.counted(labs.by_shape(rows, "f16x8_pack", "f16x8"), "FASTER") == "at 2 of 3 shapes (1 not told apart)"
+    assert labs.by_shape(rows[:1], "f16x8", "f16x8_pack") == {}  # a shape without both rows is not counted
+
+
 # ---- the A/A self-test ----------------------------------------------------------------------------
 class _StandIn:
     """A runner whose rows are drawn from one distribution (`shift`: B's median over A's)."""
