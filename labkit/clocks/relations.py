@@ -98,8 +98,8 @@ RELATIONS = (
              "spans 3.33-3.68 µs on the H200 and 4.13-4.48 µs on the H100 (8-11 %; 2048² 5-8 %, cold <= 6 %), "
              "each placement the same to ~1 % in a second process (logs/14a09f5edc18/placement.log). The "
              "reconcile's process allocates other states' and harnesses' buffers first, its Nsight Systems run "
-             "does not: at 1024² cold-dirty they read different placements, the H100 4.4-5.2 % below Nsight "
-             "Systems and the H200 4.3-6.9 % above in every reconcile (bb508c55727d, 6fa2b3014996, 6931c2d80f40); "
+             "does not, so the two can read different placements (the addresses were not recorded): at 1024² "
+             "cold-dirty the H100 reads 4.4-5.2 % below Nsight Systems and the H200 4.3-6.9 % above in every reconcile (bb508c55727d, 6fa2b3014996, 6931c2d80f40); "
              "elsewhere within 2.3 % but the H200's 2048² rotating (+3.4 % for both kernels)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} under CUPTI", "≤", 0.0,
              "the same launches: the events bracket the kernel and the launch's own overhead, so the kernel's own "
