@@ -41,12 +41,23 @@ def vs_torch_text(r) -> str:
     return f"{x:.3f}x torch (no interval)"
 
 
-def compare_rows(a, b):
-    """Row A's time against row B's: a stats.Verdict from their kept samples, None where either has none."""
+def compare_rows(a, b, per=None):
+    """Row A's time against row B's: a stats.Verdict from their kept samples, None where either has none.
+    `per(row)`: each row's samples divided by it first (e.g. its bytes: time per byte, for rows that
+    move different amounts)."""
     from .stats import compare
 
     sa, sb = row_samples(a), row_samples(b)
-    return compare(sa, sb) if sa is not None and sb is not None else None
+    if sa is None or sb is None:
+        return None
+    if per is not None:
+        sa, sb = [x / per(a) for x in sa], [x / per(b) for x in sb]
+    return compare(sa, sb)
+
+
+def undecided(v) -> bool:
+    """A verdict that names no winner: SAME, or None (a row without samples)."""
+    return v is None or not v.decided
 
 
 def versus(a, b, of: str = "") -> str:
@@ -71,7 +82,7 @@ def best_of(rows) -> tuple:
 
 def tied(vs) -> list:
     """The rows of best_of's list that the best is not told apart from (SAME, or no interval)."""
-    return [r for r, v in vs if v is None or not v.decided]
+    return [r for r, v in vs if undecided(v)]
 
 
 def fastest(rows, name) -> str:
@@ -82,7 +93,7 @@ def fastest(rows, name) -> str:
     if len(rows) < 2:
         return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
     best, vs = best_of(rows)
-    same = [(r, v) for r, v in vs if v is None or not v.decided]
+    same = [(r, v) for r, v in vs if undecided(v)]
     if not same:
         return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
                 f"{vs[0][1].text()}")
@@ -95,15 +106,11 @@ def ranked(rows, name, per_byte: bool = False) -> str:
     """`rows` slowest to fastest, each step ' < ' where the next row is FASTER than the one before it
     by the interval, ' ≈ ' where the two are not told apart (SAME, or a row without samples).
     per_byte: by time per byte moved (`bytes`), for rows that move different amounts (bandwidth)."""
-    from .stats import compare
-
-    scale = (lambda r: r["bytes"]) if per_byte else (lambda r: 1.0)
-    rows = sorted(_records(rows), key=lambda r: r["time_us"] / scale(r), reverse=True)
+    per = (lambda r: r["bytes"]) if per_byte else None
+    rows = sorted(_records(rows), key=lambda r: r["time_us"] / (per(r) if per else 1.0), reverse=True)
     out = name(rows[0]) if rows else "no rows"
     for slower, r in zip(rows, rows[1:]):
-        sa, sb = row_samples(r), row_samples(slower)
-        v = compare([x / scale(r) for x in sa], [x / scale(slower) for x in sb]) if sa and sb else None
-        out += (" < " if v is not None and v.verdict == "FASTER" else " ≈ ") + name(r)
+        out += (" ≈ " if undecided(compare_rows(r, slower, per)) else " < ") + name(r)
     return out
 
 
@@ -119,4 +126,3 @@ def by_shape(rows, a: str, b: str) -> dict:
             v = compare_rows(d[a], d[b])
             out[shape] = v.verdict if v is not None else None
     return out
-
