@@ -32,11 +32,16 @@ def test_verdicts_from_a_recorded_file():
         "labkit hot without CUPTI ≈ triton do_bench_cudagraph ± 2 %": "holds (+0.1 %)",
         "labkit hot without CUPTI ≤ labkit hot on an idle GPU + 1 %": "holds (-0.4 %)",
         "labkit hot ≈ nvbench batch ± 3 %": "does not hold (-4.1 %)",
-        # {state} stands for every state the record measured, in its order
-        "labkit cold CUPTI ≈ nsys cold ± 2 %": "holds (+0.5 %)",
-        "labkit cold-dirty CUPTI ≈ nsys cold-dirty ± 2 %": "holds (+0.6 %)",
-        "labkit rotating CUPTI ≈ nsys rotating ± 2 %": "holds (+0.5 %)",
-        "labkit hot CUPTI ≈ nsys hot ± 2 %": "holds (-0.6 %)",
+        # {state} stands for every state the record measured, in its order: nsys beside CUPTI in the run of
+        # its command without nsys, and that CUPTI beside the reconcile's own (two processes' allocations)
+        "labkit cold CUPTI, same allocations as nsys ≈ nsys cold ± 2 %": "holds (+0.2 %)",
+        "labkit cold-dirty CUPTI, same allocations as nsys ≈ nsys cold-dirty ± 2 %": "holds (+0.3 %)",
+        "labkit rotating CUPTI, same allocations as nsys ≈ nsys rotating ± 2 %": "holds (+0.3 %)",
+        "labkit hot CUPTI, same allocations as nsys ≈ nsys hot ± 2 %": "holds (-0.2 %)",
+        "labkit cold CUPTI ≈ labkit cold CUPTI, same allocations as nsys ± 2 %": "holds (+0.4 %)",
+        "labkit cold-dirty CUPTI ≈ labkit cold-dirty CUPTI, same allocations as nsys ± 2 %": "holds (+0.3 %)",
+        "labkit rotating CUPTI ≈ labkit rotating CUPTI, same allocations as nsys ± 2 %": "holds (+0.3 %)",
+        "labkit hot CUPTI ≈ labkit hot CUPTI, same allocations as nsys ± 2 %": "holds (-0.4 %)",
         # {state} over the states it is stated for; the same launches: the CUPTI phase's kernels and events
         "labkit cold CUPTI ≤ labkit cold under CUPTI": "holds (-10.4 %)",
         "labkit cold-dirty CUPTI ≤ labkit cold-dirty under CUPTI": "holds (-8.2 %)",
@@ -52,12 +57,13 @@ def test_verdicts_from_a_recorded_file():
     assert small["labkit hot ≈ triton do_bench_cudagraph ± 2 %"] == "does not hold (-2.2 %)"
     assert small["labkit hot without CUPTI ≤ labkit hot on an idle GPU + 1 %"] == "holds (-18.6 %)"
     assert small["labkit hot without CUPTI ≈ triton do_bench_cudagraph ± 2 %"] == "holds (-0.6 %)"
-    assert small["labkit cold CUPTI ≈ nsys cold ± 2 %"] == "does not hold (+5.1 %)"
+    assert small["labkit cold CUPTI, same allocations as nsys ≈ nsys cold ± 2 %"] == "holds (+1.9 %)"
+    assert small["labkit cold CUPTI ≈ labkit cold CUPTI, same allocations as nsys ± 2 %"] == "does not hold (+3.1 %)"
     assert small["labkit cold-dirty ≈ nvbench cold ± 3 %"] == "n/a: 'labkit cold-dirty' was not measured"
     assert small["triton do_bench ≈ nvbench cold ± 3 %"] == \
         "n/a: nvbench cold: not installed (pip install cuda-bench, with cuda-bindings)"
     assert small["labkit hot under CUPTI ≈ labkit hot ± 3 %"] == "does not hold (+10.8 %)"  # CUPTI's 0.2 µs of 1.8
-    assert "labkit rotating CUPTI ≈ nsys rotating ± 2 %" not in small
+    assert "labkit rotating CUPTI, same allocations as nsys ≈ nsys rotating ± 2 %" not in small
     assert "labkit hot CUPTI ≤ labkit hot under CUPTI" not in small
 
 
@@ -97,6 +103,28 @@ def test_absent_harnesses_say_not_installed(monkeypatch):
     assert "nvbench cold               events –" in out
     assert "not installed (pip install cuda-bench, with cuda-bindings)" in out
     assert "n/a: triton do_bench_cudagraph: not installed (pip install triton)" in out
+
+
+def test_nsys_rows_carry_cupti_from_the_run_without_nsys(monkeypatch):
+    """The profiled command's run without nsys (the same allocations) gives labkit's CUPTI row beside
+    nsys's per state; a state either run lacks says so."""
+    import pandas as pd
+
+    check = pd.DataFrame([
+        {"variant": "f16x8_pack", "shape": "64x64", "mode": "cold", "nsys_us": 3.1, "nsys_launches": 40,
+         "labkit_kernel_us": 3.15, "scope": "timed cold"},
+        {"variant": "f16x8_pack", "shape": "64x64", "mode": "hot", "nsys_us": 1.8, "nsys_launches": 400,
+         "labkit_kernel_us": float("nan"), "scope": "timed hot"}])
+    monkeypatch.setattr(harnesses, "find_tool", lambda name: "/fake/nsys")
+    monkeypatch.setattr(harnesses, "profile", lambda *a, **k: type("P", (), {"check": check})())
+    cfg = configs("add", "f16x8_pack", "64x64", "f16", ["cold"])[0]
+    table = harnesses.nsys_table("add", ["f16x8_pack"], ["64x64"], "f16", ["cold", "hot", "rotating"])
+    rows = harnesses.nsys_rows(table, cfg, ["cold", "hot", "rotating"])
+    assert [(label(r), r["median_us"]) for r in rows] == [
+        ("nsys cold", 3.1), ("nsys hot", 1.8), ("nsys rotating", None), ("labkit cold CUPTI, same allocations as nsys", 3.15),
+        ("labkit hot CUPTI, same allocations as nsys", None), ("labkit rotating CUPTI, same allocations as nsys", None)]
+    assert rows[3]["note"] == harnesses.TWIN and "without nsys" in rows[4]["note"]
+    assert rows[2]["note"] == rows[5]["note"] == "no record of this state in the profiled run"
 
 
 def test_alternated_rounds_give_each_clock_its_median():
@@ -151,7 +179,7 @@ def test_the_states_come_from_the_registry(monkeypatch):
     rows = harnesses.labkit_rows(cfgs)
     assert [label(r) for r in rows if r["measure"] == "fake-state"] == ["labkit fake-state", "labkit fake-state CUPTI",
                                                                      "labkit fake-state under CUPTI"]
-    assert any(v["expected"] == "labkit fake-state CUPTI ≈ nsys fake-state ± 2 %" for v in verdicts(rows))
+    assert any(v["expected"] == "labkit fake-state CUPTI, same allocations as nsys ≈ nsys fake-state ± 2 %" for v in verdicts(rows))
     with pytest.raises(SystemExit):
         cli.main(["reconcile", "add", "f16x8_pack", "64x64", "--states", "nope"])
     if not GPU:
@@ -165,7 +193,7 @@ def test_readme_block_renders_the_recorded_file():
     assert "| labkit cold-dirty | 38.90 | – |" in out and "| nvbench cold | 39.10 | – |" in out
     assert "| labkit cold-dirty ≈ nvbench cold ± 3 % | -0.5 % ✓ | n/a |" in out
     assert "| labkit hot ≈ nvbench batch ± 3 % | -4.1 % ✗ | n/a |" in out
-    assert "- `labkit {state} CUPTI ≈ nsys {state} ± 2 %`: the same CUPTI records" in out  # each reason once
+    assert "- `labkit {state} CUPTI, same allocations as nsys ≈ nsys {state} ± 2 %`: the same CUPTI records" in out  # each reason once
     assert out.count("the same CUPTI records") == 1
     assert "- `labkit {state} CUPTI ≤ labkit {state} under CUPTI for {state} in cold, cold-dirty`: the same" in out
     assert "No number: not installed (pip install cuda-bench, with cuda-bindings)." in out

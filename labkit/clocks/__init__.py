@@ -8,7 +8,8 @@ The clocks (labkit.clocks.harnesses): labkit in each cache state of its registry
 CUPTI), triton's do_bench, and in a child process that never ran CUPTI triton's do_bench_cudagraph
 beside labkit's hot graph replayed on an idle GPU and labkit's hot without CUPTI
 (labkit.clocks.graph_child); nvbench through cuda-bench (cold and batch), and Nsight Systems' kernel
-durations per state. Every external harness is optional: a missing one says "not installed" in its
+durations per state beside labkit's CUPTI time in the profiled command's run without nsys (the
+same allocations). Every external harness is optional: a missing one says "not installed" in its
 rows. The relations are data (labkit.clocks.relations.RELATIONS). A result file holds
 {"configs": [record, ...]}, each record one configuration's rows with the provenance of its run (GPU,
 driver, CUDA, torch, date, commit) and the harnesses' versions."""
@@ -25,7 +26,7 @@ from .relations import RELATIONS, verdicts  # noqa: F401  (the relations are par
 PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each record names
 # the order of a record's rows: by harness, clock, then cache state
 HARNESS_ORDER = ("labkit", "triton", "nvbench", "nsys")
-CLOCK_ORDER = ("events", "CUPTI", "CUPTI events", "idle", "untraced", "nsys")
+CLOCK_ORDER = ("events", "CUPTI", "CUPTI events", "idle", "untraced", "twin", "nsys")
 
 
 def configs(op, variant, shape, dtype=None, states=None, rule=None) -> list:

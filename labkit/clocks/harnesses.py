@@ -7,7 +7,8 @@
 * nvbench through cuda-bench: cold (a memset of an L2-sized buffer, a blocking kernel, events) and
   batch (back-to-back launches), in a child process (labkit.clocks.nvbench_child: nvbench runs
   the benchmarks of a process once), on a Subject made there from the same seed;
-* Nsight Systems: the kernel durations of a profiled run per state (labkit.nsight.profile).
+* Nsight Systems: the kernel durations of a profiled run per state (labkit.nsight.profile), and
+  labkit's CUPTI time in that command's run without nsys (clock "twin": the same allocations).
 
 A Subject is the launch labkit times (the variant's prepared launcher, or the torch baseline) on the
 inputs labkit's runner makes for the configuration, checked as a labkit row is: outputs poisoned,
@@ -37,6 +38,9 @@ INSTALL = {"nvbench": "pip install cuda-bench, with cuda-bindings", "triton": "p
            "nsys": "install Nsight Systems"}
 EXTERNAL = tuple(INSTALL)  # nvbench, triton, nsys
 CHILD_ONLY = "not run: an inline variant exists only in the process that defined it"
+# labkit.nsight.profile runs its command twice, under nsys and then without it for CUPTI: the same
+# allocations in the same order, so the two read kernels whose buffers sit at the same places
+TWIN = "CUPTI in the profiled command's run without nsys (the same allocations)"
 # a child's harness starts this long after the Subject's first launches, the GPU idle: without it
 # nvbench's cold read further below labkit's cold-dirty at <= 2048² on the H100 (the runs with and
 # without: the reason of "labkit cold-dirty ≈ nvbench cold" in labkit.clocks.relations). Why is not
@@ -268,14 +272,20 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
     for _, r in p.check.iterrows():
         us = r["nsys_us"] if r["nsys_us"] == r["nsys_us"] else None
         note = "" if r["scope"].startswith("timed") else r["scope"]
-        table.setdefault((r["variant"], r["shape"]), []).append(
-            row("nsys", r["mode"], "nsys", us, r["nsys_launches"] if us is not None else None, note))
+        k = r["labkit_kernel_us"] if r["labkit_kernel_us"] == r["labkit_kernel_us"] else None
+        table.setdefault((r["variant"], r["shape"]), []).extend([
+            row("nsys", r["mode"], "nsys", us, r["nsys_launches"] if us is not None else None, note),
+            row("labkit", r["mode"], "twin", k, None, TWIN if k is not None else
+                "no CUPTI time in the run of the profiled command without nsys")])
     return table
 
 
 def nsys_rows(table, cfg, states) -> list:
-    """This configuration's rows from nsys_table's result, one per state."""
+    """This configuration's rows from nsys_table's result: per state, nsys's kernel time and labkit's
+    CUPTI time in the run of the same command without nsys (clock "twin")."""
     if isinstance(table, list):
         return table
-    have = {r["measure"]: r for r in table.get((cfg.variant_s, cfg.shape_s), [])}
-    return [have.get(s) or row("nsys", s, "nsys", note="no record of this state in the profiled run") for s in states]
+    have = {(r["harness"], r["measure"]): r for r in table.get((cfg.variant_s, cfg.shape_s), [])}
+    none = "no record of this state in the profiled run"
+    return [have.get(("nsys", s)) or row("nsys", s, "nsys", note=none) for s in states] + \
+           [have.get(("labkit", s)) or row("labkit", s, "twin", note=none) for s in states]

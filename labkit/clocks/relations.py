@@ -4,7 +4,8 @@ judged by the same code as a live run.
 
 A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
 (labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events", "idle" (hot's graph
-replayed on an idle GPU) or "untraced" (hot in a process without CUPTI); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
+replayed on an idle GPU), "untraced" (hot in a process without CUPTI) or "twin" (CUPTI in the run
+of Nsight Systems' command without nsys); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
 nsys: a cache state, clock "nsys"). A row without a number says
 why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
 "nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
@@ -89,18 +90,22 @@ RELATIONS = (
              "0.3.0's Python API nvbench's batch reads 18-30 µs a launch whatever the kernel (add f16 1024² and "
              "2048² on both GPUs): there it times the Python launcher, not the kernel; it agrees from kernels of "
              "~90 µs (8192²)"),
-    Relation(f"labkit {STATE} CUPTI", f"nsys {STATE}", "≈", 0.02,
-             "the same CUPTI records of the same kernel (start and end on the GPU): labkit reads them in its own "
-             "process through torch.profiler, Nsight Systems in a profiled run of the same configuration. Two "
-             "processes that make the same allocations agree: CUPTI over 2 or 40 groups and Nsight Systems read add "
-             "f16 1024² and 2048² cold-dirty within 0.4 % on both GPUs (logs/14a09f5edc18/cupti-vs-nsys-same-layout.log). "
-             "A cold-dirty kernel's time depends on where its buffers sit: the same add f16 1024² at 16 placements "
-             "spans 3.33-3.68 µs on the H200 and 4.13-4.48 µs on the H100 (8-11 %; 2048² 5-8 %, cold <= 6 %), "
-             "each placement the same to ~1 % in a second process (logs/14a09f5edc18/placement.log). The "
-             "reconcile's process allocates other states' and harnesses' buffers first, its Nsight Systems run "
-             "does not, so the two can read different placements (the addresses were not recorded): at 1024² "
-             "cold-dirty the H100 reads 4.4-5.2 % below Nsight Systems and the H200 4.3-6.9 % above in every reconcile (bb508c55727d, 6fa2b3014996, 6931c2d80f40); "
-             "elsewhere within 2.3 % but the H200's 2048² rotating (+3.4 % for both kernels)"),
+    Relation(f"labkit {STATE} CUPTI, same allocations as nsys", f"nsys {STATE}", "≈", 0.02,
+             "the same CUPTI records of the same kernels (start and end on the GPU) in two runs of one command "
+             "(labkit.nsight.profile): under Nsight Systems, then without it with labkit's CUPTI phase. Both make "
+             "the same allocations in the same order, so their buffers sit at the same places (CUPTI over 2 or 40 "
+             "groups and Nsight Systems read add f16 1024² and 2048² cold-dirty within 0.4 % on both GPUs, "
+             "logs/14a09f5edc18/cupti-vs-nsys-same-layout.log); labkit's CUPTI reads 32 launches of a cold "
+             "state, Nsight Systems all of them"),
+    Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} CUPTI, same allocations as nsys", "≈", 0.02,
+             "the same clock in two processes that allocate differently (the reconcile's allocates other "
+             "states' and harnesses' buffers first), and a short kernel's time depends on where its buffers sit: "
+             "the same add f16 1024² at 16 placements spans 3.33-3.68 µs cold-dirty on the H200 and 4.13-4.48 µs "
+             "on the H100 (8-11 %; 2048² 5-8 %, cold <= 6 %), each placement the same to ~1 % in a second process "
+             "(logs/14a09f5edc18/placement.log). So at <= 2048² cold and cold-dirty this can miss by up to that "
+             "spread without either clock being wrong: earlier reconciles read 1024² cold-dirty 4.4-5.2 % below "
+             "Nsight Systems on the H100 and 4.3-6.9 % above on the H200 (bb508c55727d, 6fa2b3014996, "
+             "6931c2d80f40), the run above compares the same clock in both processes"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} under CUPTI", "≤", 0.0,
              "the same launches: the events bracket the kernel and the launch's own overhead, so the kernel's own "
              "time cannot exceed the event time of a launch that runs alone (a graph's back-to-back launches "
@@ -129,7 +134,8 @@ RELATIONS = (
 
 
 # labkit's clocks besides its events
-SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU", "untraced": " without CUPTI"}
+SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU", "untraced": " without CUPTI",
+          "twin": " CUPTI, same allocations as nsys"}
 
 
 def label(row: dict) -> str:
