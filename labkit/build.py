@@ -132,6 +132,7 @@ def generated(family: str, exports, tag: str = "") -> Path:
     if not out.exists() or out.read_text() != text:
         out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         write_atomic(out, text)  # prebuild's threads generate side by side: one temporary name each
+        out.chmod(0o644)  # not the umask's: a profiler's child may run with umask 0 (_build)
     return out
 
 
@@ -277,7 +278,11 @@ def _build(name, key, sources, flags, build_dir: Path, verbose: bool) -> Path:
                                    is_python_module=False, with_cuda=True, verbose=verbose)
         except RuntimeError as e:
             raise parse_compile_error(str(e)) from None
+        # what this build wrote is writable by its user only, whatever the umask: Nsight Systems starts
+        # its target with umask 0, and a library built there was refused by every later process (_owned)
         (build_dir / "ok").write_text(key)
+        for p in build_dir.iterdir():
+            p.chmod(p.stat().st_mode & ~0o022)
     return so
 
 

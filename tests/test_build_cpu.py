@@ -159,6 +159,22 @@ def test_a_wait_for_another_build_is_visible_and_bounded(tmp_path, capsys):
     assert "waiting for pid 4242 to finish building b" in capsys.readouterr().err
 
 
+def test_a_build_under_umask_0_is_not_writable_by_others(fake_build):
+    """Nsight Systems starts its target with umask 0: a library built there must still load in the
+    next process (which refuses one that others may write)."""
+    src, ext = fake_build
+    old = os.umask(0)
+    try:
+        lib = build.build_library("k", [src], "90")
+        gen = build.generated("add.cu", [("lk_probe_x", "lk_probe")])
+    finally:
+        os.umask(old)
+    for p in [*lib.path.parent.iterdir(), gen]:
+        assert not p.stat().st_mode & 0o022, (p, oct(p.stat().st_mode))
+    build._libraries.clear()
+    assert build.build_library("k", [src], "90").handle().lk_probe() == 7  # what a later process does
+
+
 def test_a_foreign_library_is_refused(tmp_path, monkeypatch):
     so = tmp_path / "x.so"
     so.write_bytes(b"")
