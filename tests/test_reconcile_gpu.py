@@ -17,7 +17,8 @@ def test_every_installed_harness_gives_a_number(tmp_path, monkeypatch):
     df = labkit.reconcile("add", "f16x8_pack", "4096x4096", "f16", budget_s=0.3, timeout_s=5, out=out, show=False)
     missing = df[df["median_us"].isna()]
     # labkit's idle replay and its hot without CUPTI run beside triton's graph, in its child process
-    child = (df["harness"] == "labkit") & df["clock"].isin(["idle", "untraced"])
+    # labkit's cold-dirty on nvbench's buffers runs in nvbench's child
+    child = (df["harness"] == "labkit") & df["clock"].isin(["idle", "untraced", "nvbench"])
     assert set(missing[~child]["harness"]) <= {"nvbench", "triton", "nsys"}, missing
     assert missing["note"].str.startswith("not installed").all(), missing.to_string()
     assert (df["median_us"].dropna() > 0).all()
@@ -25,7 +26,9 @@ def test_every_installed_harness_gives_a_number(tmp_path, monkeypatch):
         assert installed(module) == bool(df[df["harness"] == harness]["median_us"].notna().all()), harness
     labkit_rows = df[df["harness"] == "labkit"]
     assert set(labkit_rows["measure"]) == set(names())
-    assert set(labkit_rows["clock"]) - {"twin"} == {"events", "CUPTI", "CUPTI events", "idle", "untraced"}
+    assert set(labkit_rows["clock"]) - {"twin"} == {"events", "CUPTI", "CUPTI events", "idle", "untraced", "nvbench"}
+    beside = labkit_rows[labkit_rows["clock"] == "nvbench"]
+    assert list(beside["measure"]) == ["cold-dirty"] and beside["median_us"].notna().all() == installed("cuda.bench")
     # CUPTI in the run of nsys's command without nsys: a number per state wherever nsys gave one
     nsys = df[df["harness"] == "nsys"].set_index("measure")["median_us"]
     twin = labkit_rows[labkit_rows["clock"] == "twin"].set_index("measure")["median_us"]

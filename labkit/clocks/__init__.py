@@ -7,7 +7,8 @@ relation expected between each pair, its reason, and whether it holds on this ru
 The clocks (labkit.clocks.harnesses): labkit in each cache state of its registry (events and
 CUPTI), triton's do_bench, and in a child process that never ran CUPTI triton's do_bench_cudagraph
 beside labkit's hot graph replayed on an idle GPU and labkit's hot without CUPTI
-(labkit.clocks.graph_child); nvbench through cuda-bench (cold and batch), and Nsight Systems' kernel
+(labkit.clocks.graph_child); nvbench through cuda-bench (cold and batch, with labkit's cold-dirty on
+its buffers in its process), and Nsight Systems' kernel
 durations per state beside labkit's CUPTI time in the profiled command's run without nsys (the
 same allocations). Every external harness is optional: a missing one says "not installed" in its
 rows. The relations are data (labkit.clocks.relations.RELATIONS). A result file holds
@@ -26,7 +27,7 @@ from .relations import RELATIONS, verdicts  # noqa: F401  (the relations are par
 PACKAGES = ("cuda-bench", "triton")  # the external harnesses' versions each record names
 # the order of a record's rows: by harness, clock, then cache state
 HARNESS_ORDER = ("labkit", "triton", "nvbench", "nsys")
-CLOCK_ORDER = ("events", "CUPTI", "CUPTI events", "idle", "untraced", "twin", "nsys")
+CLOCK_ORDER = ("events", "CUPTI", "CUPTI events", "idle", "untraced", "twin", "nvbench", "nsys")
 
 
 def configs(op, variant, shape, dtype=None, states=None, rule=None) -> list:

@@ -6,7 +6,8 @@
   of back-to-back launches), in this process, on a Subject;
 * nvbench through cuda-bench: cold (a memset of an L2-sized buffer, a blocking kernel, events) and
   batch (back-to-back launches), in a child process (labkit.clocks.nvbench_child: nvbench runs
-  the benchmarks of a process once), on a Subject made there from the same seed;
+  the benchmarks of a process once), on a Subject made there from the same seed, with labkit's
+  cold-dirty timed there too, on the same buffers, before and after nvbench (clock "nvbench");
 * Nsight Systems: the kernel durations of a profiled run per state (labkit.nsight.profile), and
   labkit's CUPTI time in that command's run without nsys (clock "twin": the same allocations).
 
@@ -245,14 +246,28 @@ def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
 
 
 # ---- nvbench (cuda-bench), in a child process -----------------------------------------------------
+# the rows of labkit.clocks.nvbench_child, in its order: nvbench's two, and labkit's cold-dirty timed
+# there on the same buffers (clock "nvbench")
+NVBENCH_CHILD = (("nvbench", "cold", "events"), ("nvbench", "batch", "events"), ("labkit", "cold-dirty", "nvbench"))
+
+
+def nvbench_none(note: str) -> list:
+    """nvbench_child's rows without numbers, saying why."""
+    return [row(*key, note=note) for key in NVBENCH_CHILD]
+
+
 def nvbench_rows(cfg, timeout_s: float) -> list:
     if not installed("cuda.bench"):
-        return not_installed("nvbench", MEASURES["nvbench"])
+        return nvbench_none(f"not installed ({INSTALL['nvbench']})")
     if cfg.variant.is_inline:
-        return absent("nvbench", MEASURES["nvbench"], CHILD_ONLY)
-    # nvbench's own timeout bounds each of its two measurements; the child gets both and a start
-    return child_rows("labkit.clocks.nvbench_child", cfg, ["--timeout", f"{timeout_s:g}"], 2 * timeout_s + 120,
-                      "nvbench (cuda-bench)", lambda note: absent("nvbench", MEASURES["nvbench"], note))
+        return nvbench_none(CHILD_ONLY)
+    # nvbench's own timeout bounds each of its two measurements; the child gets both, labkit's two
+    # rounds and a start
+    rows = child_rows("labkit.clocks.nvbench_child", cfg, ["--timeout", f"{timeout_s:g}", "--budget",
+                                                           f"{cfg.rule.budget_s:g}"],
+                      2 * timeout_s + 4 * cfg.rule.budget_s + 120, "nvbench (cuda-bench)", nvbench_none)
+    assert [(x["harness"], x["measure"], x["clock"]) for x in rows] == list(NVBENCH_CHILD), rows
+    return rows
 
 
 # ---- Nsight Systems -----------------------------------------------------------------------------

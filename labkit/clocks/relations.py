@@ -5,7 +5,7 @@ judged by the same code as a live run.
 A row is one number of one harness: {"harness", "measure", "clock", "median_us", "samples", "note"}
 (labkit: measure = a cache state, clock "events", "CUPTI", "CUPTI events", "idle" (hot's graph
 replayed on an idle GPU), "untraced" (hot in a process without CUPTI) or "twin" (CUPTI in the run
-of Nsight Systems' command without nsys); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
+of Nsight Systems' command without nsys) or "nvbench" (cold-dirty on nvbench's buffers, in its process); nvbench: "cold" / "batch"; triton: "do_bench" / "do_bench_cudagraph";
 nsys: a cache state, clock "nsys"). A row without a number says
 why in its note ("not installed ...", an error). Its label ("labkit cold", "labkit cold CUPTI",
 "nvbench cold", "triton do_bench", "nsys hot") is what a relation names; "{state}" in a relation
@@ -55,6 +55,10 @@ RELATIONS = (
              "why. Where the buffers sit can account for it (the same add at 16 placements spans 8-11 % at 1024² "
              "cold-dirty, 5-8 % at 2048², logs/14a09f5edc18/placement.log, and nvbench's child allocates its "
              "own), not shown to be the cause; from 4096² within 1.2 %"),
+    Relation("labkit cold-dirty on nvbench's buffers", "nvbench cold", "≈", 0.03,
+             "the same launches on the same buffers in nvbench's process (labkit.clocks.nvbench_child): labkit's "
+             "cold-dirty timed there before and after nvbench's measurements, without CUPTI, so where the buffers "
+             "sit is the same for both and what is left is each harness's own flush and timing"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
@@ -135,7 +139,7 @@ RELATIONS = (
 
 # labkit's clocks besides its events
 SUFFIX = {"CUPTI": " CUPTI", "CUPTI events": " under CUPTI", "idle": " on an idle GPU", "untraced": " without CUPTI",
-          "twin": " CUPTI, same allocations as nsys"}
+          "twin": " CUPTI, same allocations as nsys", "nvbench": " on nvbench's buffers"}
 
 
 def label(row: dict) -> str:
