@@ -15,8 +15,8 @@ has a timeout; a group whose blocking kernel timed out is discarded. Without the
 fixed spin (`torch.cuda._sleep`) stands in, rows say `blocking: "spin"`: trust them only where the
 kernel outlasts the host's enqueue.
 
-With `kernels`, the first CUPTI_GROUPS groups run under CUPTI (labkit.cupti): each sample gets its
-kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
+With `kernels`, the first CUPTI_SAMPLES samples (a graph state's CUPTI_GRAPHS) run under CUPTI
+(labkit.cupti): each sample gets its kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
 record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
 Sampling stops by the StopRule (noise target, sample cap, time budget); the reason is recorded.
 """
@@ -42,7 +42,8 @@ from .ranges import nvtx_range
 from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
-CUPTI_GROUPS = 2             # groups recorded under CUPTI before the event samples (32 cold, 2 graph samples)
+CUPTI_SAMPLES = 32           # samples recorded under CUPTI before the event samples: launches of an event state
+CUPTI_GRAPHS = 2             # ... and of a graph state, graph replays
 _flush_buf: dict = {}
 
 
@@ -333,10 +334,10 @@ def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
 
 
 def _cupti_phase(before, body, state, batch) -> dict:
-    """CUPTI_GROUPS groups under CUPTI: their kernels (labkit.cupti.per_launch) and their own event
-    time per launch (`cupti_event_us`, CUPTI's cost included), or {'cupti': 'failed: ...'}."""
+    """The first CUPTI_SAMPLES (graph: CUPTI_GRAPHS) samples under CUPTI: their kernels
+    (labkit.cupti.per_launch) and their own event time per launch (`cupti_event_us`, CUPTI's cost included), or {'cupti': 'failed: ...'}."""
     with Probe() as probe:
-        n = CUPTI_GROUPS * state.group
+        n = CUPTI_GRAPHS if state.graph else CUPTI_SAMPLES
         first = _run_samples(before, body, StopRule(min_samples=n, max_samples=n), state.group, probe)
     per = [x / batch for x in first.samples]
     out = per_launch(probe, per, first.kept, batch, state.graph)
