@@ -44,21 +44,19 @@ RELATIONS = (
     Relation("labkit cold-dirty", "nvbench cold", "≈", 0.03,
              "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
              "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
-             "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). At kernels of "
-             "<= 11 µs (<= 2048² add f16) labkit reads above nvbench, most on the H200 (f16x8_pack / torch, "
-             "reconciles at 6fa2b3014996 (H100) and 6931c2d80f40 (H200): 1024² H100 +3.8 / +3.3 %, H200 "
-             "+10.6 / +8.7 %; 2048² H100 +2.8 / +1.9 %, H200 +3.0 / +1.2 %; where nvbench's child did not "
-             "first idle CHILD_IDLE_S, 1024² H100 +4.3 / +5.2 %, H200 +7.0 / +9.8 %, 2048² H100 +3.3 / +2.4 %, "
-             "H200 +4.8 / +1.2 %, logs/bb508c55727d/reconcile.json); neither a write-back backlog left by the "
-             "flush (a 3-10 µs gap after it changed nothing, H100 logs/eb468fdabbdd/drain-gap.log) nor the "
-             "flush's size (0.5, 1 or 2 L2s written: the same time, H200 logs/711790438a89/flush-size.log) is "
-             "why. Where the buffers sit can account for it (the same add at 16 placements spans 8-11 % at 1024² "
-             "cold-dirty, 5-8 % at 2048², logs/14a09f5edc18/placement.log, and nvbench's child allocates its "
-             "own), not shown to be the cause; from 4096² within 1.2 %"),
+             "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). Until "
+             "9b25e3654f43 labkit enqueued 16 samples a blocked group, and a sample with 4 or more queued behind "
+             "it read 0.3-0.6 µs late (H200 logs/c082e2685288/probe-pos.log, H100 logs/9b25e3654f43/probe-pos.log): labkit then read up to "
+             "+10.6 % above nvbench at 1024² and +5 % at 2048². With 4 a group (labkit.cache_states) the two "
+             "processes still place their buffers differently, which moves a short cold-dirty kernel by up to "
+             "8-11 % at 1024² (logs/14a09f5edc18/placement.log); the next relation times labkit on nvbench's buffers"),
     Relation("labkit cold-dirty on nvbench's buffers", "nvbench cold", "≈", 0.03,
              "the same launches on the same buffers in nvbench's process (labkit.clocks.nvbench_child): labkit's "
              "cold-dirty timed there before and after nvbench's measurements, without CUPTI, so where the buffers "
-             "sit is the same for both and what is left is each harness's own flush and timing"),
+             "sit is the same for both and what is left is each harness's own flush and timing: within 1.6 % at "
+             "every size on both GPUs at 9b25e3654f43; with 16 samples a group it had read +6.2 / +6.7 % at 1024² "
+             "and +3.1 / +3.2 % at 2048² (H200, logs/c082e2685288/reconcile-group16.json), so placement was not "
+             "that gap's cause"),
     Relation("labkit hot", "triton do_bench_cudagraph", "≈", 0.02,
              "both replay a CUDA graph of back-to-back launches with no flush and divide its event time by the "
              "launches; triton's runs in a child process that never ran CUPTI (labkit.clocks.graph_child: once "
@@ -99,17 +97,19 @@ RELATIONS = (
              "(labkit.nsight.profile): under Nsight Systems, then without it with labkit's CUPTI phase. Both make "
              "the same allocations in the same order, so their buffers sit at the same places (CUPTI over 2 or 40 "
              "groups and Nsight Systems read add f16 1024² and 2048² cold-dirty within 0.4 % on both GPUs, "
-             "logs/14a09f5edc18/cupti-vs-nsys-same-layout.log); labkit's CUPTI reads 32 launches of a cold "
-             "state, Nsight Systems all of them"),
+             "logs/14a09f5edc18/cupti-vs-nsys-same-layout.log). labkit's CUPTI reads 32 launches of an event "
+             "state (2 graph replays), Nsight Systems all of them: at 9b25e3654f43 38 of 40 within 2 % on the "
+             "H100 (torch 1024² cold +2.1, hot +2.3 %), 37 of 40 on the H200 (1024² rotating +2.1, torch 2048² "
+             "cold-dirty -2.3, torch 4096² hot +2.1 %)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} CUPTI, same allocations as nsys", "≈", 0.02,
              "the same clock in two processes that allocate differently (the reconcile's allocates other "
              "states' and harnesses' buffers first), and a short kernel's time depends on where its buffers sit: "
              "the same add f16 1024² at 16 placements spans 3.33-3.68 µs cold-dirty on the H200 and 4.13-4.48 µs "
              "on the H100 (8-11 %; 2048² 5-8 %, cold <= 6 %), each placement the same to ~1 % in a second process "
              "(logs/14a09f5edc18/placement.log). So at <= 2048² cold and cold-dirty this can miss by up to that "
-             "spread without either clock being wrong: earlier reconciles read 1024² cold-dirty 4.4-5.2 % below "
-             "Nsight Systems on the H100 and 4.3-6.9 % above on the H200 (bb508c55727d, 6fa2b3014996, "
-             "6931c2d80f40), the run above compares the same clock in both processes"),
+             "spread without either clock being wrong: 1024² cold-dirty reads 3.7 / 5.9 % below on the H100 and "
+             "4.4 / 5.8 % above on the H200 (9b25e3654f43), as it read against Nsight Systems before the "
+             "relation above was measured on the same allocations (bb508c55727d, 6fa2b3014996, 6931c2d80f40)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} under CUPTI", "≤", 0.0,
              "the same launches: the events bracket the kernel and the launch's own overhead, so the kernel's own "
              "time cannot exceed the event time of a launch that runs alone (a graph's back-to-back launches "
@@ -121,7 +121,10 @@ RELATIONS = (
              "it: relu f16's scalar kernel at 16384² by 11-12 % on both GPUs, where Nsight Systems' durations "
              "agree with labkit's CUPTI time and nvbench's untraced cold with labkit's events (H200 "
              "reconcile-relu.json). Where this does not hold, a profiler's kernel time is of slowed launches "
-             "(the row says cupti_slowed)"),
+             "(the row says cupti_slowed). In the reconciles at 9b25e3654f43 the CUPTI phase enqueued 4 samples "
+             "a group, and its marker kernels made them read late (+4-12 % at <= 2048²); it enqueues one since "
+             "4273467deb48 (H100 add f16 1024² cold and cold-dirty -0.6 to +7.1 % (0.4 µs), from 2048² <= 1 %: "
+             "logs/4273467deb48/cupti-phase.log)"),
     Relation("labkit cold", "labkit cold-dirty", "≤", 0.01,
              "cold's read flush leaves clean lines: the kernel's writes can stay dirty in L2 and be written back "
              "after the stop event; cold-dirty starts with dirty lines, whose eviction the kernel pays inside"),
