@@ -44,7 +44,7 @@ RELATIONS = (
     Relation("labkit cold-dirty", "nvbench cold", "≈", 0.03,
              "both start each launch with L2 full of dirty lines (nvbench memsets an L2-sized buffer), so the "
              "kernel pays for writing them back inside its events; both time one launch behind a blocking kernel, "
-             "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). Until "
+             "and labkit's event samples come after its CUPTI samples (CUPTI's cost is not in them). Before "
              "9b25e3654f43 labkit enqueued 16 samples a blocked group, and a sample with 4 or more queued behind "
              "it read 0.3-0.6 µs late (H200 logs/c082e2685288/probe-pos.log, H100 logs/9b25e3654f43/probe-pos.log): labkit then read up to "
              "+10.6 % above nvbench at 1024² and +5 % at 2048². With 4 a group (labkit.cache_states) the two "
