@@ -39,7 +39,7 @@ from .paths import cache_root, gpu_slug, results_dir, write_atomic
 from .records import ResultLog
 from .remote import connected
 from .schema import GPU_KEY, base_variant, shown, split_variant
-from .verdicts import best_of, by_shape, fastest, ranked, tied, versus  # noqa: F401  (the labs' cells call them as labs.fastest, ...)
+from .verdicts import best_of, by_shape, fastest, ranked, tied, undecided, versus  # noqa: F401  (the labs' cells call them as labs.fastest, ...)
 
 ARCH = "90"  # the labs read sm_90 machine code (H100, H200); nvcc needs no GPU for it
 MODE = "cold"  # the cache state the labs' tables and winners are of, unless a cell asks for another
@@ -221,10 +221,12 @@ def share(flags, what: str = "shape") -> str:
 
 
 def counted(verdicts: dict, verdict: str, what: str = "shape") -> str:
-    """share() of verdicts (labkit.verdicts.by_shape): 'at 7 of 9 shapes (2 not told apart)', the
-    shapes the interval could not decide (SAME, or rows without samples) said as such."""
-    undecided = sum(v is None or v == "SAME" for v in verdicts.values())
-    return share([v == verdict for v in verdicts.values()], what) + (f" ({undecided} not told apart)" if undecided else "")
+    """share() of verdicts (labkit.verdicts.by_shape) that say `verdict`: 'at 7 of 9 shapes (2 not told
+    apart)', the shapes the interval could not decide (verdicts.undecided) said as such."""
+    vs = verdicts.values()
+    unsure = sum(map(undecided, vs))
+    return share([v is not None and v.verdict == verdict for v in vs], what) + \
+        (f" ({unsure} not told apart)" if unsure else "")
 
 
 def facts(gpu: str) -> dict:

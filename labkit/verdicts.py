@@ -115,14 +115,13 @@ def ranked(rows, name, per_byte: bool = False) -> str:
 
 
 def by_shape(rows, a: str, b: str) -> dict:
-    """{shape: variant a's verdict against variant b (SAME / FASTER / SLOWER, None where a row kept no
-    samples)} at every shape of `rows` (one dtype and state) that has both."""
+    """{shape: variant a's Verdict against variant b (None where a row kept no samples)} at every shape
+    of `rows` (one dtype and state) that has both."""
     at: dict = {}
     for r in _records(rows):
         at.setdefault(r["shape"], {})[r["variant"]] = r
     out = {}
     for shape, d in at.items():
         if a in d and b in d:
-            v = compare_rows(d[a], d[b])
-            out[shape] = v.verdict if v is not None else None
+            out[shape] = compare_rows(d[a], d[b])
     return out

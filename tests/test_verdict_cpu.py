@@ -225,10 +225,13 @@ def test_claims_over_shapes_count_verdicts():
         rows += [{**_row("f16x8", _times(rng, 60, ta)), "shape": shape},
                  {**_row("f16x8_pack", _times(rng, 60, tb)), "shape": shape}]
     v = labs.by_shape(rows, "f16x8", "f16x8_pack")
-    assert v == {"1024x1024": "SLOWER", "2048x2048": "SAME", "4096x4096": "SLOWER"}
+    assert {k: x.verdict for k, x in v.items()} == {"1024x1024": "SLOWER", "2048x2048": "SAME", "4096x4096": "SLOWER"}
     assert labs.counted(v, "SLOWER") == "at 2 of 3 shapes (1 not told apart)"
     assert labs.counted(labs.by_shape(rows, "f16x8_pack", "f16x8"), "FASTER") == "at 2 of 3 shapes (1 not told apart)"
     assert labs.by_shape(rows[:1], "f16x8", "f16x8_pack") == {}  # a shape without both rows is not counted
+    # a row kept without samples (recorded before they were) has no verdict: not told apart, not SLOWER
+    bare = [{k: x for k, x in r.items() if k != "samples_us"} if r["shape"] == "4096x4096" else r for r in rows]
+    assert labs.counted(labs.by_shape(bare, "f16x8", "f16x8_pack"), "SLOWER") == "at 1 of 3 shapes (2 not told apart)"
 
 
 # ---- the A/A self-test ----------------------------------------------------------------------------
