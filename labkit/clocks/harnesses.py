@@ -43,7 +43,7 @@ CHILD_ONLY = "not run: an inline variant exists only in the process that defined
 # allocations in the same order, so the two read kernels whose buffers sit at the same places
 TWIN = "CUPTI in the profiled command's run without nsys (the same allocations)"
 # a child's harness starts this long after the Subject's first launches, the GPU idle: without it
-# nvbench's cold read 0.5-1 % further below labkit's cold-dirty at <= 2048² on the H100 (H100 1024²
+# nvbench's cold read 0.5-2 % further below labkit's cold-dirty at <= 2048² on the H100 (H100 1024²
 # +4.3 / +5.2 % without, +3.8 / +3.3 % with: logs/bb508c55727d/reconcile.json against 6fa2b3014996's,
 # both when labkit still enqueued 16 samples a group). Why is not known: idle time does not change
 # graph replays' pace (logs/f0358817f372/pace14.log)
