@@ -84,9 +84,9 @@ class CacheState:
     flush: str | None = None
     graph = False
     rotate = False
-    # an event sample with 4 or more samples enqueued behind it read 0.3-0.6 µs longer (its stop event
-    # is late while the GPU's front end takes in the work queued after it): in groups of 16 the first
-    # 12 did, the last 4 not, groups of 1-4 none; nvbench enqueues one (add f16 1024²-4096²,
+    # an event sample with 4 or more samples enqueued behind it read 0.3-0.6 µs longer (why is not
+    # known; an idle gap after the flush does not change it): in groups of 16 the first 12 did, the
+    # last 4 not, groups of 1-4 none; nvbench enqueues one (add f16 1024²-4096²,
     # results/nvidia-h200/logs/c082e2685288/probe-pos.log, H100 logs/9b25e3654f43/probe-pos.log)
     group = 4
 

@@ -16,8 +16,9 @@ fixed spin (`torch.cuda._sleep`) stands in, rows say `blocking: "spin"`: trust t
 kernel outlasts the host's enqueue.
 
 With `kernels`, the first CUPTI_SAMPLES samples (a graph state's CUPTI_GRAPHS) run under CUPTI
-(labkit.cupti): each sample gets its kernels' durations beside its event time. The row's event samples come after, with CUPTI off: its
-record costs 0.1-0.6 µs a launch inside the events (H100, add f16 2048² cold-dirty 13.76 -> 13.95 µs).
+(labkit.cupti): each sample gets its kernels' durations beside its event time. The row's event
+samples come after, with CUPTI off: its record costs 0.1-0.6 µs a launch inside the events (H100,
+add f16 2048² cold-dirty 13.76 -> 13.95 µs).
 Sampling stops by the StopRule (noise target, sample cap, time budget); the reason is recorded.
 """
 from __future__ import annotations
@@ -335,7 +336,8 @@ def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
 
 def _cupti_phase(before, body, state, batch) -> dict:
     """The first CUPTI_SAMPLES (graph: CUPTI_GRAPHS) samples under CUPTI: their kernels
-    (labkit.cupti.per_launch) and their own event time per launch (`cupti_event_us`, CUPTI's cost included), or {'cupti': 'failed: ...'}."""
+    (labkit.cupti.per_launch) and their own event time per launch (`cupti_event_us`, CUPTI's cost
+    included), or {'cupti': 'failed: ...'}."""
     with Probe() as probe:
         n = CUPTI_GRAPHS if state.graph else CUPTI_SAMPLES
         # one sample a blocked group: a sample's marker kernels double the work queued behind the one

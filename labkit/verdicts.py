@@ -93,13 +93,13 @@ def fastest(rows, name) -> str:
     if len(rows) < 2:
         return f"{name(rows[0])} ({rows[0]['time_us']:.2f} µs), the only row" if rows else "no rows"
     best, vs = best_of(rows)
-    same = [(r, v) for r, v in vs if undecided(v)]
+    same = tied(vs)
     if not same:
         return (f"fastest {name(best)} ({best['time_us']:.2f} µs), FASTER than the runner-up {name(vs[0][0])}: "
                 f"{vs[0][1].text()}")
-    why = "no interval: rows without samples" if any(v is None for _, v in same) else "SAME within the interval"
+    why = "no interval: rows without samples" if any(v is None for _, v in vs) else "SAME within the interval"
     return (f"no winner: the lowest median, {name(best)} ({best['time_us']:.2f} µs), is not told apart from "
-            f"{', '.join(name(r) for r, _ in same)} ({why})")
+            f"{', '.join(map(name, same))} ({why})")
 
 
 def ranked(rows, name, per_byte: bool = False) -> str:
