@@ -225,3 +225,17 @@ def test_bad_input_is_named_before_anything_runs(kw, match, tmp_path, monkeypatc
     args = {"op": "add", "variant": "f16x8_pack", "shape": "64x64", "dtype": "f16", **kw}
     with pytest.raises(ConfigError, match=match):
         labkit.reconcile(**args)
+
+
+def test_a_torn_reconcile_file_is_named_not_a_traceback(tmp_path, monkeypatch):
+    """The recorder resumes from its file: one cut off while written says so and how to go on."""
+    from labkit import device
+    from labkit.benchmarks import reconcile as recorder
+
+    monkeypatch.setattr(device, "require_gpu", lambda: None)
+    monkeypatch.setattr(device, "properties", lambda: {"slug": "fake-gpu"})
+    torn = tmp_path / "fake-gpu" / "reconcile.json"
+    torn.parent.mkdir()
+    torn.write_text('{"configs": [{"op": "add", "rows": [')
+    with pytest.raises(ConfigError, match=r"reconcile.json is not valid JSON .* --fresh"):
+        recorder.main(["--out", str(tmp_path)])

@@ -16,6 +16,7 @@ import json
 from labkit import device
 from labkit.clocks import configs, measure, text
 from labkit.clocks.harnesses import EXTERNAL, nsys_table
+from labkit.errors import ConfigError
 from labkit.paths import results_dir
 
 from . import write_json
@@ -39,7 +40,13 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     device.require_gpu()
     path = results_dir(a.out) / device.properties()["slug"] / FILE
-    res = json.loads(path.read_text()) if path.exists() and not a.fresh else {"configs": []}
+    res = {"configs": []}
+    if path.exists() and not a.fresh:
+        try:
+            res = json.loads(path.read_text())
+        except ValueError:
+            raise ConfigError(f"{path} is not valid JSON (cut off while written?): move it away, or run with "
+                              "--fresh to measure every configuration again") from None
     done = {_key(r) for r in res["configs"]}
     todo = [c for c in CONFIGS if c not in done]
     for op in dict.fromkeys(c[0] for c in todo):
