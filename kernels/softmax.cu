@@ -335,15 +335,18 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 
 // VEC-wide rows, 16-byte aligned: in registers or shared memory (lk_plan_row), or streamed.
 // FLOATS (row values per thread) and THREADS (most threads per row) are tuning axes; 0 = the
-// measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit 32,
+// measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
-// 1024 x 2 took 71.6, shared memory 69.3)
+// 1024 x 2 took 71.6, shared memory 69.3), 16 floats up to K = 2048 and 32 above: at K = 1024
+// 16 gives 64-thread blocks where 32 gives a warp a row, 1.4 % faster on an H200 (cold and
+// rotating) and the same on an H100; at K = 8192 16 picks shared memory, 0.9 % slower rotating on
+// an H200, 1 % faster on an H100 (sweep tune-softmax-rows, results/<gpu>/tune-softmax-rows.jsonl)
 template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
-  constexpr int floats = FLOATS ? FLOATS : (F32 ? 16 : 32);
+  static_assert(FLOATS == 0 || (FLOATS >= VEC && FLOATS <= LK_ROW_FLOATS_MAX), "FLOATS: 0, or VEC .. LK_ROW_FLOATS_MAX");
+  const int floats = FLOATS ? FLOATS : F32 ? 16 : K <= 2048 ? 16 : 32;
   constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
-  static_assert(floats >= VEC && floats <= LK_ROW_FLOATS_MAX, "FLOATS: VEC .. LK_ROW_FLOATS_MAX");
   const int64_t row_bytes = int64_t(K) * sizeof(T);
   const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
   if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);

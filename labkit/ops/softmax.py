@@ -97,7 +97,7 @@ _rows_TOL = {"f32": (1e-5, 1e-8), "f16": (1e-3, 1e-5), "bf16": (8e-3, 1e-5)}
 SOFTMAX_ROWS = row_op(
     "softmax_rows", title="Row-wise softmax", source="softmax.cu",
     launch="launch_softmax_rows<{ctype}, {width}, {floats}, {threads}>",
-    # tuning axes of the vector variants (0 = the measured default per dtype, kernels/softmax.cu):
+    # tuning axes of the vector variants (0 = the measured default per dtype and row length, kernels/softmax.cu):
     # row values held per thread, and the most threads a block-per-row kernel takes
     axes={"floats": (0, (0, 8, 16, 32)), "threads": (0, (0, 128, 256, 512, 1024))},
     variants=ROW_VARIANTS,
