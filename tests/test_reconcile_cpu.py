@@ -97,7 +97,9 @@ def test_absent_harnesses_say_not_installed(monkeypatch):
             + harnesses.nsys_rows(harnesses.nsys_table("add", ["f16x8_pack"], ["64x64"], "f16", ["cold", "hot"]),
                                   cfg, ["cold", "hot"]))
     assert [label(r) for r in rows] == ["triton do_bench", "triton do_bench_cudagraph", "nvbench cold",
-                                        "nvbench batch", "labkit cold-dirty on nvbench's buffers", "nsys cold", "nsys hot"]
+                                        "nvbench batch", "labkit cold-dirty on nvbench's buffers", "nsys cold", "nsys hot",
+                                        "labkit cold CUPTI, same allocations as nsys",
+                                        "labkit hot CUPTI, same allocations as nsys"]
     assert all(r["median_us"] is None and r["note"].startswith("not installed (") for r in rows), rows
     record = {"op": "add", "variant": "f16x8_pack", "dtype": "f16", "shape": "64x64",
               "rows": [harnesses.row("labkit", "hot", "events", 2.0)] + rows}
@@ -105,6 +107,9 @@ def test_absent_harnesses_say_not_installed(monkeypatch):
     assert "nvbench cold               events  –" in out
     assert "not installed (pip install cuda-bench, with cuda-bindings)" in out
     assert "n/a: triton do_bench_cudagraph: not installed (pip install triton)" in out
+    # the relation on the twin rows says why they are missing, not that nobody measured them
+    assert "'labkit hot CUPTI, same allocations as nsys' was not measured" not in out
+    assert "n/a: labkit hot CUPTI, same allocations as nsys: not installed (" in out
 
 
 def test_nsys_rows_carry_cupti_from_the_run_without_nsys(monkeypatch):

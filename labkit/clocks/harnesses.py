@@ -279,11 +279,11 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
     try:
         find_tool("nsys")
     except ToolMissingError:
-        return not_installed("nsys", states)
+        return nsys_absent(states, f"not installed ({INSTALL['nsys']})")
     try:
         p = profile(op, list(variants), list(shapes), tuple(states), dtype, budget=budget_s, timeout=timeout_s)
     except LabkitError as e:
-        return absent("nsys", states, error_note(e))
+        return nsys_absent(states, error_note(e))
     table: dict = {}
     for _, r in p.check.iterrows():
         us = r["nsys_us"] if r["nsys_us"] == r["nsys_us"] else None
@@ -294,6 +294,12 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
             row("labkit", r["mode"], "twin", k, None, TWIN if k is not None else
                 "no CUPTI time in the run of the profiled command without nsys")])
     return table
+
+
+def nsys_absent(states, note: str) -> list:
+    """nsys's rows and the twin CUPTI rows without numbers, both saying why: the twin is a run of the
+    profiled command, so it is missing for the same reason as nsys's own."""
+    return absent("nsys", states, note) + [row("labkit", s, "twin", note=note) for s in states]
 
 
 def nsys_rows(table, cfg, states) -> list:
