@@ -24,7 +24,8 @@ from .clocks.relations import RELATIONS, label, verdicts
 from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
 from .records import load_rows
-from .schema import FIELDS, GROUPS
+from .schema import FIELDS, GROUPS, base_variant
+from .verdicts import versus
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
 
@@ -197,6 +198,27 @@ def block_zoo(root, args) -> str:
     return ("\n\n".join(parts) or "_no zoo sweeps under results/ yet_") + "\n"
 
 
+def block_axis(root, args) -> str:
+    """A tuning axis's two values side by side per shape and state, with the ratio's interval and
+    verdict: `<!-- data:axis SWEEP AXIS A B -->` (rows of results/<gpu>/SWEEP.jsonl)."""
+    sweep, axis, a, b = args.split()
+    parts, missing = [], []
+    for d in _gpus(root):
+        rows = [r for r in _rows(d / f"{sweep}.jsonl") if r.get("status") == "ok" and axis in r]
+        if not rows:
+            missing.append(d.name)
+            continue
+        by = {(r["shape"], r["mode"], str(r[axis])): r for r in rows}
+        cells = [[s, m, _f(ra["time_us"]), _f(rb["time_us"]), versus(ra, rb, f"{axis}={b}")]
+                 for (s, m, v), ra in by.items() if v == a and (rb := by.get((s, m, b)))]
+        parts.append(f"**{_prov(rows)}** (`labkit sweep {sweep}`), {rows[0]['op']} {base_variant(rows[0]['variant'])} "
+                     f"{rows[0]['dtype']}, event time µs\n\n"
+                     + _table(["shape", "mode", f"{axis}={a}", f"{axis}={b}", "ratio (95 % interval), verdict"], cells))
+    if missing:
+        parts.append(f"Not recorded yet in results/{{{', '.join(missing)}}}/ (`labkit sweep {sweep}` there).")
+    return "\n\n".join(parts) + "\n"
+
+
 def block_tests(root, args) -> str:
     rows = []
     for d in _gpus(root):
@@ -269,7 +291,7 @@ def block_layout(root, args) -> str:
                                    break_on_hyphens=False, break_long_words=False) for line in lines) + "\n"
 
 
-BLOCKS = {"ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
+BLOCKS = {"axis": block_axis, "ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
           "reconcile": block_reconcile, "fields": block_fields, "layout": block_layout}
 

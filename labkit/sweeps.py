@@ -70,6 +70,11 @@ SWEEPS = {s.name: s for s in [
     Sweep(name="tune-softmax-rows", op="softmax_rows", variants=("f16x8",), dtype="f16",
           shapes=((16384, 4096), (4096, 16384)), axes={"floats": (8, 16, 32), "threads": (256, 512, 1024)},
           description="tuning axes: row values per thread x threads per row of softmax_rows f16x8"),
+    Sweep(name="tune-softmax-floats", op="softmax_rows", variants=("f16x8",), dtype="f16",
+          shapes=((65536, 1024), (32768, 2048), (16384, 4096), (8192, 8192)), axes={"floats": (16, 32)},
+          modes=("cold", "rotating"),
+          description="tuning axis: 16 or 32 row values a thread of softmax_rows f16x8 at K = 1024 ... 8192 (64 MiB "
+          "a pass), where the row plan changes: the evidence for the 16-bit default (kernels/softmax.cu)"),
     # cold only: a compute-bound tile choice, and the zoo's sgemm sweep holds every state of the op
     Sweep(name="tune-sgemm", op="sgemm", variants=("tuned",), shapes=SGEMM_SHAPES, axes=SGEMM_TILES, modes=("cold",),
           description="tuning axes: 21 tiles of sgemm tuned (block, warp and thread tile, stages, block order) "

@@ -259,3 +259,47 @@ def test_a_transcript_folder_that_cannot_be_made_is_refused_before_anything_runs
     err = capsys.readouterr().err
     assert e.value.code == 2
     assert f"--executed {blocker / 'sub'}: not a folder the transcripts can be written to" in err
+
+
+def _rows_file(path, commits):
+    import json
+
+    path.write_text("".join(json.dumps({"op": "add", "variant": "f16", "dtype": "f16", "shape": f"{i}x1", "mode": "cold",
+                                        "status": "ok", "commit": c}) + "\n" for i, c in enumerate(commits)))
+    return path
+
+
+def test_sweep_files_are_the_default_outputs_or_the_named_one(tmp_path):
+    stages = {n: c for n, c, _ in record.stages(0.25)}
+    zoo = record.sweep_files(stages["zoo"], tmp_path)
+    assert zoo == [tmp_path / f"{n}.jsonl" for n in record.zoo()]
+    assert record.sweep_files(stages["tune-softmax-floats"], tmp_path) == [tmp_path / "tune-softmax-floats.jsonl"]
+    assert record.sweep_files([*stages["dask"][:-4], "-o", "/x/dask-softmax.jsonl"], tmp_path) == [
+        record.Path("/x/dask-softmax.jsonl")]
+    assert record.sweep_files(stages["floors"], tmp_path) == [] == record.sweep_files(stages["tests"], tmp_path)
+
+
+def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_path, monkeypatch):
+    """A sweep appends: re-recorded at a new commit, a file would hold two recordings (README's tables
+    would count both). The stage moves such a file to the logs first; a file of this commit stays,
+    so a stage cut off and run again resumes."""
+    import sys
+
+    res, logs = tmp_path / "gpu", tmp_path / "logs"  # results/<slug>/
+    res.mkdir()
+    old = _rows_file(res / "a.jsonl", ["0ld", "0ld"])
+    mine = _rows_file(res / "b.jsonl", ["new"])
+    mixed = _rows_file(res / "c.jsonl", ["new", "0ld"])
+    seen = tmp_path / "seen.txt"
+    probe = f"import pathlib; pathlib.Path({str(seen)!r}).write_text(' '.join(sorted(p.name for p in pathlib.Path({str(res)!r}).iterdir())))"
+    monkeypatch.setattr(record, "stages", lambda b: [("s", [sys.executable, "-c", probe, "sweep", "a", "b", "c", "--x"], 0)])
+    monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
+    monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
+    monkeypatch.setattr(record, "results_dir", lambda: tmp_path)
+    done = record.main(["--logs", str(logs), "--deadline", "60"])
+    assert done["stages"][0]["status"] == "ok"
+    assert seen.read_text() == "b.jsonl"  # what the stage's command found: only this commit's file
+    assert sorted(p.name for p in (logs / "superseded").iterdir()) == ["a.jsonl", "c.jsonl"]
+    assert not old.exists() and mine.exists() and not mixed.exists()
+    assert "a.jsonl: rows of another commit moved to" in (logs / "s.log").read_text()
+

@@ -6,7 +6,8 @@
 Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, launch
 cost, kernel-time cost, access width, the zoo and tuning sweeps (sgemm's tiles, then sgemm against
 cuBLAS), the sanitizers, explorer and worker latency. Each stage is a command of its own (its output
-in DIR/<stage>.log); a stage that would not fit in the time left is skipped and listed in
+in DIR/<stage>.log); a sweep's results file holding rows of another commit is moved to DIR/superseded/
+first, so the file holds one recording; a stage that would not fit in the time left is skipped and listed in
 DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
 are packed after every stage, so a run that is cut off still leaves what it measured."""
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from labkit import device
 from labkit.paths import results_dir
+from labkit.records import load_rows
 from labkit.sweeps import zoo_sweeps
 
 PY = sys.executable
@@ -53,6 +55,7 @@ def stages(budget: float) -> list:
         ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
         ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
         ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
+        ("tune-softmax-floats", [*cli, "sweep", "tune-softmax-floats", "--in-process", "--budget", b], 30),
         ("tune-sgemm", [*cli, "sweep", "tune-sgemm", "--in-process", "--budget", b], 90),
         ("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
                              "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
@@ -65,6 +68,33 @@ def stages(budget: float) -> list:
         ("dask", [*cli, "sweep", "softmax", "--cluster", "local-cuda", "-o", "{res}/dask-softmax.jsonl",
                   "--budget", b], 60),
     ]
+
+
+def sweep_files(cmd: list, res: Path) -> list:
+    """The results files a stage's `labkit sweep A B ...` appends to: its -o, else res/<name>.jsonl each."""
+    if "sweep" not in cmd:
+        return []
+    if "-o" in cmd:
+        return [Path(cmd[cmd.index("-o") + 1])]
+    names = []
+    for x in cmd[cmd.index("sweep") + 1:]:
+        if x.startswith("-"):
+            break
+        names.append(x)
+    return [res / f"{n}.jsonl" for n in names]
+
+
+def supersede(files, commit, logs: Path) -> list:
+    """Move each file holding rows of another commit than this run's to logs/superseded/: a sweep
+    appends, so a re-record would leave two recordings in one file; rows of this commit stay where
+    they are (a stage cut off and run again resumes). Returns the files moved."""
+    moved = []
+    for f in files:
+        if f.exists() and any(r.get("commit") != commit for r in load_rows(f)):
+            (logs / "superseded").mkdir(parents=True, exist_ok=True)
+            f.replace(logs / "superseded" / f.name)
+            moved.append(f)
+    return moved
 
 
 def _fill(arg: str, res, logs, left: float) -> str:
@@ -123,6 +153,9 @@ def main(argv=None) -> dict:
         argv_ = [_fill(x, res, logs, left) for x in cmd]
         t0 = time.monotonic()
         with open(logs / f"{name}.log", "w") as log:
+            for f in supersede(sweep_files(argv_, res), done["commit"], logs):
+                print(f"{f.name}: rows of another commit moved to {logs / 'superseded'}; recording it afresh",
+                      file=log, flush=True)
             try:
                 rc = subprocess.run(argv_, stdout=log, stderr=subprocess.STDOUT, timeout=left - 5).returncode
             except subprocess.TimeoutExpired:
