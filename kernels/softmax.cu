@@ -339,9 +339,9 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
 // 1024 x 2 took 71.6, shared memory 69.3), 16 floats up to K = 2048 and 32 above: at K = 1024
 // 16 gives 64-thread blocks where 32 gives a warp a row. On an H100 16 and 32 are SAME at
-// K = 1024 ... 4096 and 16 (shared memory) 1.1 % faster at K = 8192 cold, SAME rotating
-// (results/nvidia-h100-80gb-hbm3/logs/f25276a09071/softmax-floats.log); the H200's gain at K <= 2048
-// (1.4 %) is from a run whose file was lost: not recorded until that bench runs there
+// K = 1024 ... 4096 and 16 (shared memory) 1.1 % faster at K = 8192 cold, SAME rotating (sweep
+// tune-softmax-floats, results/<gpu>/tune-softmax-floats.jsonl); the H200's gain at K <= 2048
+// (1.4 %) was read in a run whose file was lost: not recorded until that sweep runs there
 template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
