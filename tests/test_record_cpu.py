@@ -303,3 +303,15 @@ def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_p
     assert not old.exists() and mine.exists() and not mixed.exists()
     assert "a.jsonl: rows of another commit moved to" in (logs / "s.log").read_text()
 
+
+
+def test_the_gpu_half_runs_every_gpu_test_file():
+    """`pytest -m gpu` in parts: the steps between them name every tests/test_*_gpu.py (the planted
+    race only in racecheck's), so a GPU test file added later is not left out of the recorded GPU half."""
+    from pathlib import Path
+
+    from labkit.benchmarks.gpu_tests import STEPS
+
+    named = {Path(a).name for argv in STEPS.values() for a in argv if a.endswith("_gpu.py")}
+    files = {f.name for f in Path(__file__).parent.glob("test_*_gpu.py")}
+    assert files <= named, sorted(files - named)

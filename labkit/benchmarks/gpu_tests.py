@@ -37,12 +37,15 @@ CANARY_FILE, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 # 384094ebd7be, H100 202e208eb680), and the H200's half holding that test had reported 637 of its 638
 # tests when its limit interrupted it at 540 s, where the other half passed in 67 s
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
+# Between them the steps run every tests/test_*_gpu.py (a CPU test keeps it so): what times or holds
+# the GPU alone (the A/A self-test, labkit serve) in timing, the rest in parallel, the canary in racecheck
 STEPS = {
     "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
                "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py",
-               "tests/test_reconcile_gpu.py"],
+               "tests/test_reconcile_gpu.py", "tests/test_verdict_gpu.py", "tests/test_serve_gpu.py"],
     "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
-              "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py"],
+              "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py", "tests/test_membound_gpu.py",
+              "tests/test_sgemm_tuned_gpu.py"],
     # --log-file: the sanitizer's report apart from pytest's output (one file for the whole process
     # tree on the lent GPUs; `summary` sums whatever files there are)
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",

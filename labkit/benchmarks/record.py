@@ -42,7 +42,7 @@ def stages(budget: float) -> list:
         ("ceilings", [*cli, "peak", "--remeasure"], 20),
         ("timing-agree", [PY, "-m", "labkit.benchmarks.timing_agree", "--nsys", "--out", "{res}/timing-agree.json"], 90),
         ("seed000", [*cli, "sweep", "seed000", "--in-process", "--budget", b], 60),
-        ("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 60),
+        ("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 120),
         ("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 90),
         ("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
         ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
