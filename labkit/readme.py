@@ -25,6 +25,7 @@ from .layers import FLOORS, LAZY, REASONS
 from .paths import ROOT, results_dir
 from .records import load_rows
 from .schema import FIELDS, GROUPS, base_variant
+from .selftest import SAME_GOAL, from_rows
 from .verdicts import versus
 
 BLOCK = re.compile(r"(<!-- data:(?P<name>[\w-]+)(?P<args>[^>]*?) -->\n)(?P<body>.*?)(<!-- /data -->)", re.S)
@@ -219,6 +220,23 @@ def block_axis(root, args) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def block_aa(root, args) -> str:
+    """Per GPU (results/<gpu>/aa.json, `labkit aa ... --json`): the configuration, its pairs and how
+    many of them were called other than SAME, against the goal."""
+    rows = []
+    for d in _gpus(root):
+        saved = _json(d / "aa.json")
+        if not saved:
+            continue
+        res = from_rows(saved)
+        n = sum(v.decided for v in res.verdicts)
+        rows.append([saved[0]["gpu"], res.config, len(res.verdicts), f"{n} ({res.false_rate:.0%})",
+                     f"{'PASS' if res.ok else 'FAIL'} (at least {SAME_GOAL:.0%} SAME)",
+                     str(saved[0]["date"])[:10], saved[0]["commit"]])
+    return (_table(["GPU", "configuration", "pairs", "not SAME", "result", "date", "commit"], rows) + "\n" if rows
+            else "_no aa.json under results/ yet (`python -m labkit.benchmarks.record --only aa`)_\n")
+
+
 def block_tests(root, args) -> str:
     rows = []
     for d in _gpus(root):
@@ -291,7 +309,7 @@ def block_layout(root, args) -> str:
                                    break_on_hyphens=False, break_long_words=False) for line in lines) + "\n"
 
 
-BLOCKS = {"axis": block_axis, "ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
+BLOCKS = {"aa": block_aa, "axis": block_axis, "ceilings": block_ceilings, "timing": block_timing, "launch": block_launch, "seed000": block_seed000,
           "access-width": block_access_width, "zoo": block_zoo, "tests": block_tests, "json": block_json,
           "reconcile": block_reconcile, "fields": block_fields, "layout": block_layout}
 

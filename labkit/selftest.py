@@ -44,6 +44,15 @@ class AAResult:
         return "\n".join(lines)
 
 
+def from_rows(rows) -> AAResult:
+    """An A/A result read back from its saved rows (`labkit aa ... --json`: A then B of each pair)."""
+    if not rows or len(rows) % 2:
+        raise ConfigError(f"A/A rows come in A/B pairs; got {len(rows or [])} rows")
+    r = rows[0]
+    config = f"{r['op']} {r['variant']} {r['dtype']} {r['shape']} {r['mode']}"
+    return AAResult(config, list(rows), [compare_rows(a, b) for a, b in zip(rows[0::2], rows[1::2])])
+
+
 def aa(op, variant, shape=None, dtype=None, mode: str = "cold", pairs: int = PAIRS, rule=None, progress: bool = True,
        workers: bool = True, gpus=None, kernel_time: bool = False, energy: bool = False, **overrides) -> AAResult:
     """Measure one configuration as `pairs` A/B pairs of the same kernel and return the verdict of

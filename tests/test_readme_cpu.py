@@ -2,6 +2,8 @@
 rendered from the files under results/; this fails when README differs from what they give."""
 import re
 
+import pytest
+
 from labkit import readme
 from labkit.paths import ROOT
 
@@ -155,3 +157,50 @@ def test_zoo_goals_are_judged_per_dram_state_never_across_states(tmp_path):
     assert [line.split("|")[3].strip() for line in h200.splitlines()[4:]] == ["cold", "cold"]
     block = readme.render("<!-- data:zoo -->\n<!-- /data -->\n", tmp_path)
     assert block.count("Judged per cache state") == 2 and "**NVIDIA H200, driver 550.54.15" in block
+
+
+def _aa_rows(shifts):
+    """A/A rows as `labkit aa --json` saves them: A then B per pair, B's samples scaled by its shift."""
+    import random
+
+    rnd = random.Random(0)
+    rows = []
+    for i, k in enumerate(shifts):
+        base = [30.0 * (1 + rnd.gauss(0, 0.002)) for _ in range(400)]
+        for side, s in (("A", base), ("B", [x * k for x in base[::-1]])):
+            rows.append({"op": "add", "variant": "f16x8_pack", "dtype": "f16", "shape": "4096x4096", "mode": "cold",
+                         "time_us": sorted(s)[200], "samples_us": s, "aa_pair": i + 1, "aa_side": side, "gpu": "G",
+                         "date": "2026-11-28T00:00:00Z", "commit": "c"})
+    return rows
+
+
+@pytest.mark.parametrize("shifts, cell, result", [([1.0] * 19 + [1.05], "1 (5%)", "PASS"),
+                                                  ([1.0] * 18 + [1.05, 0.95], "2 (10%)", "FAIL")])
+def test_aa_block_counts_the_pairs_not_called_same(tmp_path, shifts, cell, result):
+    """The A/A block reads the saved rows back and judges them as `labkit aa` does: 19 of 20 SAME
+    passes, 18 of 20 does not."""
+    import json
+
+    g = tmp_path / "g"
+    g.mkdir()
+    (g / "aa.json").write_text(json.dumps(_aa_rows(shifts)))
+    out = readme.render("<!-- data:aa -->\n<!-- /data -->\n", tmp_path)
+    assert f"| G | add f16x8_pack f16 4096x4096 cold | 20 | {cell} | {result} (at least 95% SAME) | 2026-11-28 | c |" in out, out
+
+
+def test_axis_block_pairs_two_values_per_shape_and_state_and_names_gpus_without_the_sweep(tmp_path):
+    import json
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    (b / "device.json").write_text("{}")
+    rows = []
+    for floats, k in ((16, 1.0), (32, 1.05)):
+        for r in _aa_rows([k])[1:]:  # B's samples: scaled by k
+            rows.append({**r, "op": "softmax_rows", "variant": f"f16x8[floats={floats}]", "floats": floats, "status": "ok"})
+    rows.append({**rows[0], "status": "wrong", "floats": 8})  # a failed row pairs with nothing
+    (a / "tune-x.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = readme.render("<!-- data:axis tune-x floats 16 32 -->\n<!-- /data -->\n", tmp_path)
+    assert "| 4096x4096 | cold | 30.00 | 31.50 | 0.952x floats=32 (" in out and ") FASTER |" in out, out
+    assert "(`labkit sweep tune-x`), softmax_rows f16x8 f16, event time µs" in out
+    assert "Not recorded yet in results/{b}/ (`labkit sweep tune-x` there)." in out

@@ -44,6 +44,8 @@ def stages(budget: float) -> list:
         ("seed000", [*cli, "sweep", "seed000", "--in-process", "--budget", b], 60),
         ("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 120),
         ("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 90),
+        # the A/A self-test of issue 22's acceptance, as `labkit aa` runs it (its default stop rule)
+        ("aa", [*cli, "aa", "add", "f16x8_pack", "4096x4096", "-d", "f16", "--in-process", "--json", "{res}/aa.json"], 60),
         ("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
         ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
                       "--budget-s", "{cap:240}"], 60),
