@@ -299,7 +299,7 @@ def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_p
     done = record.main(["--logs", str(logs), "--deadline", "60"])
     assert done["stages"][0]["status"] == "ok"
     assert seen.read_text() == "b.jsonl"  # what the stage's command found: only this commit's file
-    assert sorted(p.name for p in (logs / "superseded").iterdir()) == ["a.jsonl", "c.jsonl"]
+    assert sorted(p.name for p in (logs / "superseded").iterdir()) == ["a.jsonl.superseded", "c.jsonl.superseded"]
     assert not old.exists() and mine.exists() and not mixed.exists()
     assert "a.jsonl: rows of another commit moved to" in (logs / "s.log").read_text()
 

@@ -87,14 +87,15 @@ def sweep_files(cmd: list, res: Path) -> list:
 
 
 def supersede(files, commit, logs: Path) -> list:
-    """Move each file holding rows of another commit than this run's to logs/superseded/: a sweep
-    appends, so a re-record would leave two recordings in one file; rows of this commit stay where
-    they are (a stage cut off and run again resumes). Returns the files moved."""
+    """Move each file holding rows of another commit than this run's to logs/superseded/, named
+    <file>.superseded (no reader of results takes it for a sweep): a sweep appends, so a re-record
+    would leave two recordings in one file; rows of this commit stay where they are (a stage cut off
+    and run again resumes). Returns the files moved."""
     moved = []
     for f in files:
         if f.exists() and any(r.get("commit") != commit for r in load_rows(f)):
             (logs / "superseded").mkdir(parents=True, exist_ok=True)
-            f.replace(logs / "superseded" / f.name)
+            f.replace(logs / "superseded" / f"{f.name}.superseded")
             moved.append(f)
     return moved
 
