@@ -229,8 +229,7 @@ def block_aa(root, args) -> str:
         if not saved:
             continue
         res = from_rows(saved)
-        n = sum(v.decided for v in res.verdicts)
-        rows.append([saved[0]["gpu"], res.config, len(res.verdicts), f"{n} ({res.false_rate:.0%})",
+        rows.append([saved[0]["gpu"], res.config, len(res.verdicts), f"{res.not_same} ({res.false_rate:.0%})",
                      f"{'PASS' if res.ok else 'FAIL'} (at least {SAME_GOAL:.0%} SAME)",
                      str(saved[0]["date"])[:10], saved[0]["commit"]])
     return (_table(["GPU", "configuration", "pairs", "not SAME", "result", "date", "commit"], rows) + "\n" if rows

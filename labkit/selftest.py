@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import ConfigError, LabkitError
+from .schema import key
 from .verdicts import compare_rows
 
 PAIRS = 20
@@ -21,8 +22,13 @@ class AAResult:
     verdicts: list   # a stats.Verdict per pair
 
     @property
+    def not_same(self) -> int:
+        """Pairs called FASTER or SLOWER: false verdicts, since both rows are the same kernel."""
+        return sum(v.decided for v in self.verdicts)
+
+    @property
     def false_rate(self) -> float:
-        return sum(v.decided for v in self.verdicts) / len(self.verdicts)
+        return self.not_same / len(self.verdicts)
 
     @property
     def ok(self) -> bool:
@@ -38,7 +44,7 @@ class AAResult:
         lines += [f"  pair {i + 1:2}: A {ra['time_us']:9.3f} µs ({ra['samples']} samples, {ra['stop_reason']}), "
                   f"B {rb['time_us']:9.3f} µs ({rb['samples']} samples, {rb['stop_reason']}): A/B {v.text()}"
                   for i, (ra, rb, v) in enumerate(zip(a, b, self.verdicts))]
-        n = sum(v.decided for v in self.verdicts)
+        n = self.not_same
         lines.append(f"false verdicts: {n} of {len(self.verdicts)} pairs not SAME ({self.false_rate:.0%}); "
                      + ("PASS" if self.ok else "FAIL") + f" (at least {SAME_GOAL:.0%} SAME wanted)")
         return "\n".join(lines)
@@ -48,9 +54,7 @@ def from_rows(rows) -> AAResult:
     """An A/A result read back from its saved rows (`labkit aa ... --json`: A then B of each pair)."""
     if not rows or len(rows) % 2:
         raise ConfigError(f"A/A rows come in A/B pairs; got {len(rows or [])} rows")
-    r = rows[0]
-    config = f"{r['op']} {r['variant']} {r['dtype']} {r['shape']} {r['mode']}"
-    return AAResult(config, list(rows), [compare_rows(a, b) for a, b in zip(rows[0::2], rows[1::2])])
+    return AAResult(" ".join(map(str, key(rows[0]))), list(rows), [compare_rows(a, b) for a, b in zip(rows[0::2], rows[1::2])])
 
 
 def aa(op, variant, shape=None, dtype=None, mode: str = "cold", pairs: int = PAIRS, rule=None, progress: bool = True,

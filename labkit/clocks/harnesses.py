@@ -61,8 +61,13 @@ def absent(harness: str, measures, note: str) -> list:
     return [row(harness, m, clock, note=note) for m in measures]
 
 
+def missing(harness: str) -> str:
+    """The note of a harness that is not installed, with how to install it."""
+    return f"not installed ({INSTALL[harness]})"
+
+
 def not_installed(harness: str, measures) -> list:
-    return absent(harness, measures, f"not installed ({INSTALL[harness]})")
+    return absent(harness, measures, missing(harness))
 
 
 def installed(module: str) -> bool:
@@ -237,7 +242,7 @@ def graph_rows(cfg, budget_s: float, timeout_s: float = 300) -> list:
     """triton's do_bench_cudagraph, labkit's idle replay and labkit's hot without CUPTI, alternated in
     a child process that never ran CUPTI (labkit.clocks.graph_child says why)."""
     if not installed("triton"):
-        return graph_none(f"not installed ({INSTALL['triton']})")
+        return graph_none(missing("triton"))
     if cfg.variant.is_inline:
         return graph_none(CHILD_ONLY)
     rows = child_rows("labkit.clocks.graph_child", cfg, ["--budget", f"{budget_s:g}"], timeout_s,
@@ -259,7 +264,7 @@ def nvbench_none(note: str) -> list:
 
 def nvbench_rows(cfg, timeout_s: float) -> list:
     if not installed("cuda.bench"):
-        return nvbench_none(f"not installed ({INSTALL['nvbench']})")
+        return nvbench_none(missing("nvbench"))
     if cfg.variant.is_inline:
         return nvbench_none(CHILD_ONLY)
     # nvbench's own timeout bounds each of its two measurements; the child gets both, labkit's two
@@ -279,7 +284,7 @@ def nsys_table(op: str, variants, shapes, dtype: str, states, timeout_s: float =
     try:
         find_tool("nsys")
     except ToolMissingError:
-        return nsys_absent(states, f"not installed ({INSTALL['nsys']})")
+        return nsys_absent(states, missing("nsys"))
     try:
         p = profile(op, list(variants), list(shapes), tuple(states), dtype, budget=budget_s, timeout=timeout_s)
     except LabkitError as e:
