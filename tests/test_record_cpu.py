@@ -315,3 +315,24 @@ def test_the_gpu_half_runs_every_gpu_test_file():
     named = {Path(a).name for argv in STEPS.values() for a in argv if a.endswith("_gpu.py")}
     files = {f.name for f in Path(__file__).parent.glob("test_*_gpu.py")}
     assert files <= named, sorted(files - named)
+
+
+def test_supersede_leaves_a_link_and_keeps_a_torn_files_rows_of_this_commit(tmp_path):
+    """A link at a results name is not read or moved (the sweep then refuses it by name); a torn last
+    line costs only itself: the file's other rows decide."""
+    logs = tmp_path / "logs"
+    target = _rows_file(tmp_path / "elsewhere.jsonl", ["0ld"])
+    (tmp_path / "link.jsonl").symlink_to(target)
+    torn = _rows_file(tmp_path / "torn.jsonl", ["new"])
+    torn.write_text(torn.read_text() + '{"op": "ad')
+    with pytest.warns(UserWarning, match="malformed"):
+        moved = record.supersede([tmp_path / "link.jsonl", torn, tmp_path / "none.jsonl"], "new", logs)
+    assert moved == [] and (tmp_path / "link.jsonl").is_symlink() and torn.exists() and not logs.exists()
+
+
+def test_aa_rows_that_are_not_pairs_are_refused_by_name():
+    from labkit.errors import ConfigError
+    from labkit.selftest import from_rows
+
+    with pytest.raises(ConfigError, match="A/A rows come in A/B pairs; got 3 rows"):
+        from_rows([{}] * 3)

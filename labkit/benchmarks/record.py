@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 
 from labkit import device
+from labkit.errors import LabkitError
 from labkit.paths import results_dir
 from labkit.records import load_rows
 from labkit.sweeps import zoo_sweeps
@@ -93,7 +95,11 @@ def supersede(files, commit, logs: Path) -> list:
     and run again resumes). Returns the files moved."""
     moved = []
     for f in files:
-        if f.exists() and any(r.get("commit") != commit for r in load_rows(f)):
+        try:
+            rows = load_rows(f, follow=False) if os.path.lexists(f) else []
+        except LabkitError:  # a link or no regular file: left for the stage, whose sweep refuses it by name
+            continue
+        if any(r.get("commit") != commit for r in rows):
             (logs / "superseded").mkdir(parents=True, exist_ok=True)
             f.replace(logs / "superseded" / f"{f.name}.superseded")
             moved.append(f)
