@@ -338,10 +338,10 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
 // 1024 x 2 took 71.6, shared memory 69.3), 16 floats up to K = 2048 and 32 above: at K = 1024
-// 16 gives 64-thread blocks where 32 gives a warp a row. On an H100 16 and 32 are SAME at
-// K = 1024 ... 4096 and 16 (shared memory) 1.1 % faster at K = 8192 cold, SAME rotating (sweep
-// tune-softmax-floats, results/<gpu>/tune-softmax-floats.jsonl); the H200's gain at K <= 2048
-// (1.4 %) was read in a run whose file was lost: not recorded until that sweep runs there
+// 16 gives 64-thread blocks where 32 gives a warp a row (sweep tune-softmax-floats, results/<gpu>/
+// tune-softmax-floats.jsonl): on an H200 16 is 1.3-1.7 % faster at K = 1024, SAME at 2048 ... 4096,
+// and 32 1.1 % faster at K = 8192 rotating (SAME cold); on an H100 they are SAME at K = 1024 ... 4096
+// and 16 (shared memory) is 1.1 % faster at K = 8192 cold (SAME rotating)
 template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;

@@ -52,6 +52,51 @@ def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
     assert rc == 0 and summary(out, "tests") == ("5 passed in 2s", "")
 
 
+def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run_once_more(tmp_path, monkeypatch):
+    """The xdist workers under compute-sanitizer at times never start ('bringing up nodes...', then
+    nothing until the step's limit): such a try is stopped after STARTUP_S, its logs set aside, and the
+    step runs again; a step whose tests report outcomes is left alone."""
+    import json
+    import os
+    import sys
+    import time
+
+    from labkit.benchmarks import gpu_tests
+
+    started = ("import time\nprint('bringing up nodes...', flush=True); time.sleep(1.5)\n"
+               "print('..s.', end='', flush=True); time.sleep(1)\nprint('. [100%]')\nprint('==== 5 passed in 2s ====')\n")
+    out, rc = gpu_tests.run_step([sys.executable, "-c", started], timeout=30, grace=3, startup_s=3)
+    assert rc == 0 and out.endswith("5 passed in 2s ====\n")  # its first outcome came after 1.5 s, within 3: not stopped
+
+    # a stand-in compute-sanitizer: the first try hangs at startup, the second passes
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "compute-sanitizer").write_text(
+        f"#!{sys.executable}\nimport os, sys, time\nd = sys.argv[-1]\nfirst = not os.path.exists(d + '/tried')\n"
+        "open(d + '/tried', 'a').close()\nopen(d + f'/sanitizer-memcheck.{os.getpid()}.log', 'w').write("
+        "'========= COMPUTE-SANITIZER\\n' + ('' if first else '========= ERROR SUMMARY: 0 errors\\n'))\n"
+        "print('bringing up nodes...', flush=True)\nif first:\n    try:\n        time.sleep(60)\n"
+        "    except KeyboardInterrupt:\n        print('no tests ran in 1.00s'); sys.exit(2)\n"
+        "print('....')\nprint('==== 4 passed in 1s ====')\n")
+    (bin_ / "compute-sanitizer").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setitem(gpu_tests.STEPS, "memcheck", ["compute-sanitizer", "-n", "4", "{logs}"])
+    monkeypatch.setattr(gpu_tests, "STARTUP_S", 1)
+    monkeypatch.setattr(gpu_tests.device, "properties", lambda: {"slug": "g"})
+    monkeypatch.setattr(gpu_tests.device, "provenance", lambda: {"gpu": "G", "commit": "c", "date": "d"})
+    monkeypatch.setattr(gpu_tests, "results_dir", lambda: tmp_path / "res")
+    logs = tmp_path / "logs"
+    t0 = time.monotonic()
+    res = gpu_tests.main(["--logs", str(logs), "--steps", "memcheck", "--budget-s", "120"])
+    (run,) = res["runs"]
+    assert time.monotonic() - t0 < 30 and run["returncode"] == 0
+    assert run["summary"] == ("4 passed in 1s; memcheck: 0 errors in the final summary, 0 reports; a first try "
+                              "showed no test's outcome in 1 s and was stopped (its logs in hung/), this is the second")
+    assert "no tests ran" in (logs / "hung" / "pytest-memcheck.log").read_text()
+    assert len(list((logs / "hung").glob("sanitizer-memcheck.*.log"))) == 1  # the first try's, apart
+    assert json.loads((tmp_path / "res" / "g" / "tests.json").read_text())["runs"][0]["summary"] == run["summary"]
+
+
 def test_tests_json_keeps_per_step_the_newest_run_and_the_newest_pass():
     from labkit.benchmarks.gpu_tests import merge
 

@@ -8,7 +8,8 @@ date, with the GPU and driver; merged with the file's earlier runs: per step the
 when that one did not pass, the newest that did) and each step's full log into DIR. Timing-sensitive tests run alone
 first; the correctness tests then run in parallel (pytest-xdist) since they time nothing. A step that
 outlives its share of the budget is interrupted (SIGINT to its process group: pytest prints what
-passed so far and the sanitizer its summary of what ran) and recorded as stopped, never as passed."""
+passed so far and the sanitizer its summary of what ran) and recorded as stopped, never as passed; a
+sanitizer step whose workers show no test's outcome in STARTUP_S is stopped so too and run once more."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,21 +42,21 @@ SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgem
 # Between them the steps run every tests/test_*_gpu.py (a CPU test keeps it so): what times or holds
 # the GPU alone (the A/A self-test, labkit serve) in timing, the rest in parallel, the canary in racecheck
 STEPS = {
-    "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
+    "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
                "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py",
                "tests/test_reconcile_gpu.py", "tests/test_verdict_gpu.py", "tests/test_serve_gpu.py"],
-    "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
+    "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
               "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py", "tests/test_membound_gpu.py",
               "tests/test_sgemm_tuned_gpu.py"],
     # --log-file: the sanitizer's report apart from pytest's output (one file for the whole process
     # tree on the lent GPUs; `summary` sums whatever files there are)
     "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
                  "--log-file", "{logs}/sanitizer-memcheck.%p.log",
-                 PY, "-m", "pytest", "-m", "gpu and not workers", "-q", "-p", "no:cacheprovider", "-n", "4",
+                 PY, "-m", "pytest", "-m", "gpu and not workers", "-q", "-rs", "-p", "no:cacheprovider", "-n", "4",
                  "tests/test_gpu.py", "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
     "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
                   "--log-file", "{logs}/sanitizer-racecheck.%p.log",
-                  PY, "-m", "pytest", "-m", "gpu and not torch_ref and not workers", "-q", "-p", "no:cacheprovider",
+                  PY, "-m", "pytest", "-m", "gpu and not torch_ref and not workers", "-q", "-rs", "-p", "no:cacheprovider",
                   "-n", "4",
                   CANARY_FILE, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
@@ -117,22 +119,40 @@ def command(step: str, workers: int | None = None, select: str | None = None) ->
     return argv
 
 
-def run_step(argv: list, timeout: float, grace: float = 45) -> tuple[str, int | str]:
-    """(output, exit code or 'timeout'). At the timeout the step's process group gets SIGINT, as
-    Ctrl-C would: pytest stops, prints its summary of what ran, and the sanitizer its report, within
-    `grace` seconds (then SIGKILL)."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=max(1.0, timeout - grace))
-        return out, p.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGINT)
+# A sanitizer step's pytest-xdist workers at times never start: "bringing up nodes...", then no test's
+# outcome until the step's limit (5 of the 46 sanitizer logs under results/: H100 a2ac8d48b67f, 874aa6c9903c,
+# f85d93b; H200 3bc0065f9339 twice in one session, 210-230 s each, where the same step then passed in
+# 86-104 s). A run that shows no outcome in STARTUP_S is stopped and run again once, if time allows.
+STARTUP_S = 90
+PROGRESS = re.compile(r"(?m)^[.sFExX]+(?:\s|\[|$)")  # pytest -q's outcome characters, a line of them
+
+
+def run_step(argv: list, timeout: float, grace: float = 45, startup_s: float | None = None) -> tuple[str, int | str]:
+    """(output, exit code, 'timeout' or 'hung at startup'). At the timeout, or after `startup_s` without
+    a test's outcome (PROGRESS), the step's process group gets SIGINT, as Ctrl-C would: pytest stops,
+    prints its summary of what ran, and the sanitizer its report, within `grace` seconds (then SIGKILL)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    chunks: list = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: p.stdout.read1(1 << 16), b"")), daemon=True)
+    reader.start()
+    t0, why, started, limit = time.monotonic(), None, startup_s is None, max(1.0, timeout - grace)
+    while why is None:
         try:
-            out, _ = p.communicate(timeout=grace)
+            p.wait(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            took = time.monotonic() - t0
+        started = started or bool(PROGRESS.search(b"".join(chunks).decode(errors="replace")))
+        why = "timeout" if took > limit else "hung at startup" if not started and took > startup_s else None
+    if why:
+        os.killpg(p.pid, signal.SIGINT)  # the group outlives its leader only as long as a member lives: p is unreaped
+        try:
+            p.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
-            out, _ = p.communicate()
-        return out, "timeout"
+            p.wait()
+    reader.join()
+    return b"".join(chunks).decode(errors="replace"), why or p.returncode
 
 
 def main(argv=None) -> dict:
@@ -173,11 +193,21 @@ def main(argv=None) -> dict:
             continue
         t0 = time.monotonic()
         argv_ = [x.replace("{logs}", str(logs)) for x in command(step, a.workers, a.select)]
-        log, rc = run_step(argv_, left)
+        watch = STARTUP_S if argv_[0] == "compute-sanitizer" and "-n" in argv_ else None
+        log, rc = run_step(argv_, left, startup_s=watch)
+        retried = ""
+        if rc == "hung at startup":  # its log and sanitizer reports kept apart; once more if there is time
+            _set_aside(logs, step, log)
+            left = t_end - time.monotonic()
+            retried = (f"; a first try showed no test's outcome in {STARTUP_S} s and was stopped (its logs in hung/), "
+                       + ("this is the second" if left >= 60 else f"{left:.0f} s left: not tried again"))
+            if left >= 60:
+                log, rc = run_step(argv_, left, startup_s=watch)
         (logs / f"pytest-{step}.log").write_text(log)  # record.py keeps <stage>.log for this script's own output
         reports = [f.read_text(errors="replace") for f in sorted(logs.glob(f"sanitizer-{step}.*.log"))]
         line, wrong = summary(log, step, reports)
-        line += f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else ""
+        line += f" (interrupted at its {left:.0f} s limit)" if rc == "timeout" else f" ({rc})" if isinstance(rc, str) else ""
+        line += retried
         if rc == 0 and wrong:
             rc = f"sanitizer: {wrong}"  # pytest passed; the sanitizer's verdict did not
         cmd = " ".join(x if x != PY else "python" for x in command(step, a.workers, a.select))
@@ -190,6 +220,15 @@ def main(argv=None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1, default=str))
     return res
+
+
+def _set_aside(logs: Path, step: str, log: str) -> None:
+    """A try stopped at startup: its pytest log and sanitizer reports go to logs/hung/ (the retry's
+    summary reads only its own)."""
+    (logs / "hung").mkdir(exist_ok=True)
+    (logs / "hung" / f"pytest-{step}.log").write_text(log)
+    for f in logs.glob(f"sanitizer-{step}.*.log"):
+        f.replace(logs / "hung" / f.name)
 
 
 def merge(files: list) -> dict:
