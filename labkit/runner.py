@@ -276,7 +276,8 @@ def _timing_fields(m) -> dict:
     out = {"time_us": s.median * 1e6, "q1_us": s.q1 * 1e6, "q3_us": s.q3 * 1e6, "min_us": s.min * 1e6,
            "max_us": s.max * 1e6, "ci_lo_us": ci.lo * 1e6, "ci_hi_us": ci.hi * 1e6, SAMPLES: keep_samples(m.samples_s),
            "samples": s.n, "noise": s.noise, "stop_reason": m.stop_reason,
-           "converged": m.stop_reason == "converged", "method": m.method, "batch": m.batch, "blocking": m.blocking,
+           "converged": m.stop_reason == "converged", "method": m.method, "batch": m.batch,
+           "samples_per_group": m.group, "blocking": m.blocking,
            "block_timeouts": m.timeouts, "sm_clock_mhz": m.sm_clock_mhz, "throttled": m.throttled}
     if cache_states.get(m.mode).rotate:
         out["buffer_sets"] = m.sets

@@ -126,6 +126,8 @@ for _f in (
     ("max_samples", int, "", "rule", "", "sample cap"),
     ("method", str, "", "method", "", "what timed the samples"),
     ("batch", int, "", "method", "", "launches per sample"),
+    ("samples_per_group", int, "", "method", "",
+     "samples enqueued behind one blocking kernel (labkit.cache_states); none on older rows"),
     ("blocking", str, "", "method", "", "the blocking kernel, or spin where it could not be used"),
     ("block_timeouts", int, "", "method", "", "times the blocking kernel waited out its timeout"),
     ("buffer_sets", int, "", "method", "", "rotating: input/output sets cycled through"),

@@ -63,6 +63,7 @@ class Measurement:
     energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
     kernels: dict | None = None  # the CUPTI samples' kernels and events (labkit.cupti.per_launch)
     sets: int = 1                # buffer sets the launches cycled through
+    group: int = 1               # samples enqueued behind each blocking kernel (the state's)
 
 
 def is_time(x) -> bool:
@@ -367,7 +368,8 @@ def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     if power and power.get("throttled"):
         thr1 = True
     return Measurement(summarize(samples), samples, loop.reason, state.name, method, batch, loop.blocking,
-                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns), kernels=cupti)
+                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns), kernels=cupti,
+                       group=state.group)
 
 
 def estimate(fn) -> float:

@@ -40,6 +40,26 @@ def test_zoo_judges_a_miss_under_the_floor_against_the_floor(tmp_path, pct, goal
     assert ("floor 91.5 %" in line) == (goal != "met")
 
 
+@pytest.mark.parametrize("floors_group, row_group, compared", [(None, None, True), (4, 4, True), (4, None, False),
+                                                               (None, 4, False), (1, 4, False)])
+def test_a_row_is_judged_against_floors_timed_as_it_was(tmp_path, floors_group, row_group, compared):
+    """A floor timed 4 samples a blocked group is no floor for a row timed 16 a group (files from before
+    9b25e3654f43 carry no samples_per_group) and the other way round: the row's miss then names no floor,
+    and `floor` cannot be its goal."""
+    from labkit.benchmarks.zoo import goal_table
+
+    fit = {"events": {"fixed_us": 2.0, "stream_gbps": 3100.0}, "kernel": None}
+    rows = [{"kind": "read", "mode": "rotating", **({"samples_per_group": floors_group} if floors_group else {})}]
+    (tmp_path / "floors.json").write_text(json.dumps({"fits": {"read": {"rotating": fit}}, "rows": rows}))
+    row = {"op": "reduce_sum", "variant": "a", "dtype": "f32", "shape": "16777216", "mode": "rotating", "status": "ok",
+           "bytes": 64 << 20, "time_us": 1.0, "pct_peak": 88.0, "pct_spec": 80.0, "peak_gbps": 3100.0,
+           "kernel_gbps": 3100.0 * 0.89, "vs_torch": 0.9, "vs_torch_verdict": "FASTER",
+           **({"samples_per_group": row_group} if row_group else {})}
+    (tmp_path / "reduce-sum.jsonl").write_text(json.dumps(row) + "\n")
+    line, = [x for x in goal_table(tmp_path).splitlines() if x.startswith("| reduce_sum")]
+    assert ("floor 91.5 %" in line) == compared and ("| floor |" if compared else "| MISSED |") in line, line
+
+
 def test_a_torn_or_linked_floors_file(tmp_path):
     """A floors.json cut off while written is named in a warning and the table goes on without floors;
     one reached through a symlink is read like the file."""

@@ -5,6 +5,7 @@ import time
 import pytest
 
 import labkit
+from labkit import cache_states
 from labkit.config import make_rule, resolve
 from labkit.launch import launcher_for
 from labkit.registry import get_op
@@ -56,6 +57,7 @@ def test_timed_row_has_both_times_and_its_provenance(mode, tmp_path, monkeypatch
     monkeypatch.setenv("LABKIT_RESULTS", str(tmp_path))
     r = Runner().run(resolve("add", "f16x8_pack", "f16", "2048x2048", mode, rule=RULE))
     assert r["status"] == "ok" and r["recheck"] == "ok" and r["blocking"] == "kernel"
+    assert r["samples_per_group"] == cache_states.get(mode).group  # how the samples were enqueued, on the row
     # hot: a graph's back-to-back launches can take less than the isolated launches CUPTI times
     # (H200, 2048x2048: 3.75 µs per replayed launch, 3.92 µs CUPTI), so only cold orders the two
     assert r["kernel_us"] > 0 and (mode == "hot" or r["kernel_us"] < r["time_us"])
@@ -113,7 +115,6 @@ def state_rows(tmp_path_factory):
     Runner, ceilings measured into a temporary results folder."""
     import os
 
-    from labkit import cache_states
     from labkit.config import plan
 
     old = os.environ.get("LABKIT_RESULTS")

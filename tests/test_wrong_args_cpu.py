@@ -131,7 +131,7 @@ def test_a_timer_that_gives_no_time_makes_an_error_row(bad):
     summary = SimpleNamespace(median=bad, q1=bad, q3=bad, min=bad, max=bad, n=32, noise=math.nan)
     m = SimpleNamespace(summary=summary, samples_s=[bad] * 32, stop_reason="max_samples", method="events", batch=1,
                         blocking="kernel", timeouts=0, sm_clock_mhz=None, throttled=False, energy=None, mode="cold",
-                        sets=1, kernels=None)
+                        sets=1, kernels=None, group=4)
     out = {"status": "ok", **_timing_fields(m)}
     assert out["status"] == "error" and "time_us" not in out
     assert out["error"] == f"the timer gave {bad} s as the median of 32 samples: not a measurement"

@@ -103,7 +103,7 @@ def goal_table(folder) -> str:
     states whose inputs come from DRAM are judged (labkit.cache_states.from_dram: cold, rotating);
     hot, whose working set may stay in L2, is no DRAM goal. A line above the table names the states
     judged and those left out. A miss shows the floor at its bytes and state where the folder holds
-    floors.json (labkit.benchmarks.floors)."""
+    floors.json (labkit.benchmarks.floors) timed as the row was (floor_of)."""
     lines = ["| op | dtype | mode | shapes | best variant(s) | lowest % peak | lowest % peak, kernel | lowest % spec "
              "| highest x torch | goal | misses |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     floors = load_floors(folder)
@@ -137,8 +137,16 @@ def _slower(r: dict) -> bool:
 
 def floor_of(op: str, row: dict, floors: dict | None) -> float | None:
     """The % of the copy peak that a kernel only reading (reductions) or only copying (every other op)
-    the row's bytes reaches in the row's state (labkit.benchmarks.floors), or None."""
-    return floor_pct(floors, "read" if op in REDUCTIONS else "copy", row["mode"], row["bytes"], row.get("peak_gbps"))
+    the row's bytes reaches in the row's state (labkit.benchmarks.floors), or None; None too where the
+    floors of that state were timed with another number of samples a blocked group than the row
+    (`samples_per_group`; rows and floors recorded before the field carry none, and match only each
+    other): a group of 16, before 9b25e3654f43, read cold launches up to 0.6 µs late."""
+    kind = "read" if op in REDUCTIONS else "copy"
+    timed = {r.get("samples_per_group") for r in (floors or {}).get("rows", []) if r["kind"] == kind
+             and r["mode"] == row["mode"]}
+    if timed and timed != {row.get("samples_per_group")}:
+        return None
+    return floor_pct(floors, kind, row["mode"], row["bytes"], row.get("peak_gbps"))
 
 
 def _goal_line(op: str, dtype: str, mode: str, best: dict, floors: dict | None = None) -> str:
