@@ -350,6 +350,42 @@ def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_p
 
 
 
+@pytest.mark.parametrize("how", ["exit 1", "Ctrl-C"])
+def test_a_stage_that_does_not_finish_puts_the_earlier_recording_back(tmp_path, monkeypatch, how):
+    """A stage cut off (its limit, an error, Ctrl-C) after its sweep files were moved aside: results/
+    gets the earlier, whole recordings back, also of a sweep it never reached, and what it wrote goes
+    to logs/partial/, never half a recording under the results name."""
+    import subprocess
+    import sys
+
+    res, logs = tmp_path / "gpu", tmp_path / "logs"
+    res.mkdir()
+    a = _rows_file(res / "a.jsonl", ["0ld", "0ld"])
+    b = _rows_file(res / "b.jsonl", ["0ld"])
+    before = a.read_text(), b.read_text()
+    part = f"import pathlib, sys; pathlib.Path({str(a)!r}).write_text('a first row of this run'); sys.exit(1)"
+    monkeypatch.setattr(record, "stages", lambda b_: [("s", [sys.executable, "-c", part, "sweep", "a", "b"], 0)])
+    monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
+    monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
+    monkeypatch.setattr(record, "results_dir", lambda: tmp_path)
+    if how == "Ctrl-C":
+        run = subprocess.run
+
+        def interrupted(*args, **kw):
+            run(*args, **kw)
+            raise KeyboardInterrupt
+        monkeypatch.setattr(record.subprocess, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            record.main(["--logs", str(logs), "--deadline", "60"])
+    else:
+        done = record.main(["--logs", str(logs), "--deadline", "60"])
+        assert done["stages"][0]["status"] == "exit 1"
+        assert "a.jsonl: the stage did not finish (1): the earlier recording is back" in (logs / "s.log").read_text()
+    assert (a.read_text(), b.read_text()) == before  # b: never reached, back all the same
+    assert [p.name for p in (logs / "partial").iterdir()] == ["a.jsonl.partial"]
+    assert not list((logs / "superseded").iterdir())
+
+
 def test_the_gpu_half_runs_every_gpu_test_file():
     """`pytest -m gpu` in parts: the steps between them name every tests/test_*_gpu.py (the planted
     race only in racecheck's), so a GPU test file added later is not left out of the recorded GPU half."""

@@ -7,7 +7,8 @@ Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the
 cost, kernel-time cost, access width, the zoo and tuning sweeps (sgemm's tiles, then sgemm against
 cuBLAS), the sanitizers, explorer and worker latency. Each stage is a command of its own (its output
 in DIR/<stage>.log); a sweep's results file holding rows of another commit is moved to DIR/superseded/
-first, so the file holds one recording; a stage that would not fit in the time left is skipped and listed in
+first, so the file holds one recording, and put back if the stage does not finish (its rows then go to
+DIR/partial/); a stage that would not fit in the time left is skipped and listed in
 DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
 are packed after every stage, so a run that is cut off still leaves what it measured."""
 from __future__ import annotations
@@ -91,8 +92,8 @@ def sweep_files(cmd: list, res: Path) -> list:
 def supersede(files, commit, logs: Path) -> list:
     """Move each file holding rows of another commit than this run's to logs/superseded/, named
     <file>.superseded (no reader of results takes it for a sweep): a sweep appends, so a re-record
-    would leave two recordings in one file; rows of this commit stay where they are (a stage cut off
-    and run again resumes). Returns the files moved."""
+    would leave two recordings in one file; a file of only this commit's rows stays where it is (the
+    sweep resumes it). Returns the files moved (restore() puts them back if the stage does not finish)."""
     moved = []
     for f in files:
         try:
@@ -104,6 +105,20 @@ def supersede(files, commit, logs: Path) -> list:
             f.replace(logs / "superseded" / f"{f.name}.superseded")
             moved.append(f)
     return moved
+
+
+def restore(moved, logs: Path) -> list:
+    """A stage that did not finish: each file supersede() moved goes back, and what the stage wrote in
+    its place to logs/partial/<file>.partial, so results/ keeps a whole recording (the old one) rather
+    than part of the new one, or none where the stage never reached a sweep. Returns the files restored."""
+    back = []
+    for f in moved:
+        if os.path.lexists(f):
+            (logs / "partial").mkdir(parents=True, exist_ok=True)
+            f.replace(logs / "partial" / f"{f.name}.partial")
+        (logs / "superseded" / f"{f.name}.superseded").replace(f)
+        back.append(f)
+    return back
 
 
 def _fill(arg: str, res, logs, left: float) -> str:
@@ -162,13 +177,20 @@ def main(argv=None) -> dict:
         argv_ = [_fill(x, res, logs, left) for x in cmd]
         t0 = time.monotonic()
         with open(logs / f"{name}.log", "w") as log:
-            for f in supersede(sweep_files(argv_, res), done["commit"], logs):
+            moved = supersede(sweep_files(argv_, res), done["commit"], logs)
+            for f in moved:
                 print(f"{f.name}: rows of another commit moved to {logs / 'superseded'}; recording it afresh",
                       file=log, flush=True)
             try:
                 rc = subprocess.run(argv_, stdout=log, stderr=subprocess.STDOUT, timeout=left - 5).returncode
             except subprocess.TimeoutExpired:
                 rc = "timeout"
+            except KeyboardInterrupt:  # Ctrl-C: the earlier recordings back in place before stopping
+                restore(moved, logs)
+                raise
+            for f in restore(moved, logs) if rc != 0 else ():
+                print(f"{f.name}: the stage did not finish ({rc}): the earlier recording is back, this run's rows "
+                      f"are in {logs / 'partial'}", file=log, flush=True)
         took = time.monotonic() - t0
         done["stages"].append({"stage": name, "status": "ok" if rc == 0 else f"exit {rc}", "seconds": round(took, 1)})
         print(f"[{a.deadline - (t_end - time.monotonic()):5.0f} s] {name}: {'ok' if rc == 0 else f'exit {rc}'} "
