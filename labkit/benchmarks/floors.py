@@ -90,7 +90,7 @@ def floor_row(kind: str, mib: int, mode: str, rule: StopRule, peak: float) -> di
         raise LabkitError(f"floors: {kind} {mib} MiB {mode}: {bad}")
     t, k = m.summary.median * 1e6, (m.kernels or {}).get("kernel_us")
     row = {"kind": kind, "mib": mib, "bytes": nbytes, "mode": mode, "sets": len(sets),
-           "samples_per_group": state.group, "time_us": t,
+           "samples_per_group": m.group, "time_us": t,
            "noise": m.summary.noise, "kernel_us": k, "gbps": nbytes / t / 1e3,
            "kernel_gbps": nbytes / k / 1e3 if k else None, "cupti": (m.kernels or {}).get("cupti", "off")}
     row["pct_peak"] = 100 * row["gbps"] / peak
