@@ -15,6 +15,7 @@ from ..cluster import DaskExecutor
 from ..cluster_procs import LocalProcesses
 from ..device import resolve_gpus
 from ..errors import ConfigError
+from ..paths import write_atomic
 from ..registry import family_exports, ops
 from ..remote import INFO, TOKEN_ENV, security
 from . import web
@@ -137,10 +138,10 @@ def cmd_serve(a) -> int:
               f"  attendees:  labkit.connect({s.address!r}, {token!r}, name=\"your name\")\n"
               f"         or:  export LABKIT_SERVER={s.address} {TOKEN_ENV}={token}\n"
               f"  the board:  {s.board_url}\n  Ctrl-C ends it and its workers.", flush=True)
-        if a.info:
-            with open(a.info, "w") as f:
-                json.dump({"address": s.address, "local_address": s.local_address, "board": s.board_url,
-                           "board_port": s.board_port, "gpus": s.gpus, "pid": os.getpid()}, f)
+        if a.info:  # whole or not there: a reader polling for the file never reads it half written
+            write_atomic(a.info, json.dumps({"address": s.address, "local_address": s.local_address,
+                                             "board": s.board_url, "board_port": s.board_port, "gpus": s.gpus,
+                                             "pid": os.getpid()}))
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # a polite kill ends it like Ctrl-C
         while True:
             time.sleep(3600)
