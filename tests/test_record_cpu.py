@@ -6,11 +6,11 @@ from labkit.benchmarks import record
 
 def _plan(*argv):
     ap = record.parser()
-    return [t[0] for t in record.plan(ap.parse_args(["--logs", "x", *argv]), ap)]
+    return [t.name for t in record.plan(ap.parse_args(["--logs", "x", *argv]), ap)]
 
 
 def test_stage_names_are_unique_and_all_run_by_default():
-    names = [t[0] for t in record.stages(0.25)]
+    names = [t.name for t in record.stages(0.25)]
     assert len(names) == len(set(names)) and _plan() == names
 
 
@@ -29,7 +29,7 @@ def test_the_zoo_stage_runs_every_zoo_sweep_in_one_process():
     from labkit.registry import ops
     from labkit.sweeps import SWEEPS
 
-    cmd = dict((n, c) for n, c, _ in record.stages(0.1))["zoo"]
+    cmd = {s.name: s.cmd for s in record.stages(0.1)}["zoo"]
     zoo = record.zoo()  # one sweep per op of the zoo group, derived from the catalog
     assert zoo and set(zoo) <= set(SWEEPS) and cmd[cmd.index("sweep") + 1:][:len(zoo)] == zoo
     assert {SWEEPS[n].op for n in zoo} == {o.name for o in ops().values() if o.group == "zoo"}
@@ -314,14 +314,18 @@ def _rows_file(path, commits):
     return path
 
 
-def test_sweep_files_are_the_default_outputs_or_the_named_one(tmp_path):
-    stages = {n: c for n, c, _ in record.stages(0.25)}
-    zoo = record.sweep_files(stages["zoo"], tmp_path)
-    assert zoo == [tmp_path / f"{n}.jsonl" for n in record.zoo()]
-    assert record.sweep_files(stages["tune-softmax-floats"], tmp_path) == [tmp_path / "tune-softmax-floats.jsonl"]
-    assert record.sweep_files([*stages["dask"][:-4], "-o", "/x/dask-softmax.jsonl"], tmp_path) == [
-        record.Path("/x/dask-softmax.jsonl")]
-    assert record.sweep_files(stages["floors"], tmp_path) == [] == record.sweep_files(stages["tests"], tmp_path)
+def test_a_sweep_stage_names_the_files_it_appends_to_and_sweeps_them():
+    """Each sweep stage declares its files where it is registered (the default res/<sweep>.jsonl, or
+    its -o), from the same names its command sweeps: what a re-record moves aside is what it writes."""
+    stages = {s.name: s for s in record.stages(0.25)}
+    zoo = stages["zoo"]
+    assert zoo.appends == tuple(f"{{res}}/{n}.jsonl" for n in record.zoo())
+    assert zoo.cmd[zoo.cmd.index("sweep") + 1:][:len(record.zoo())] == record.zoo()
+    assert stages["tune-softmax-floats"].appends == ("{res}/tune-softmax-floats.jsonl",)
+    dask = stages["dask"]
+    assert dask.appends == ("{res}/dask-softmax.jsonl",) and dask.cmd[dask.cmd.index("-o") + 1] == dask.appends[0]
+    assert stages["floors"].appends == () == stages["tests"].appends
+    assert all(s.appends for s in stages.values() if "sweep" in s.cmd)
 
 
 def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_path, monkeypatch):
@@ -337,7 +341,7 @@ def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_p
     mixed = _rows_file(res / "c.jsonl", ["new", "0ld"])
     seen = tmp_path / "seen.txt"
     probe = f"import pathlib; pathlib.Path({str(seen)!r}).write_text(' '.join(sorted(p.name for p in pathlib.Path({str(res)!r}).iterdir())))"
-    monkeypatch.setattr(record, "stages", lambda b: [("s", [sys.executable, "-c", probe, "sweep", "a", "b", "c", "--x"], 0)])
+    monkeypatch.setattr(record, "stages", lambda b: [record.Stage("s", [sys.executable, "-c", probe], 0, ("{res}/a.jsonl", "{res}/b.jsonl", "{res}/c.jsonl"))])
     monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
     monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
     monkeypatch.setattr(record, "results_dir", lambda: tmp_path)
@@ -364,7 +368,7 @@ def test_a_stage_that_does_not_finish_puts_the_earlier_recording_back(tmp_path, 
     b = _rows_file(res / "b.jsonl", ["0ld"])
     before = a.read_text(), b.read_text()
     part = f"import pathlib, sys; pathlib.Path({str(a)!r}).write_text('a first row of this run'); sys.exit(1)"
-    monkeypatch.setattr(record, "stages", lambda b_: [("s", [sys.executable, "-c", part, "sweep", "a", "b"], 0)])
+    monkeypatch.setattr(record, "stages", lambda b_: [record.Stage("s", [sys.executable, "-c", part], 0, ("{res}/a.jsonl", "{res}/b.jsonl"))])
     monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
     monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
     monkeypatch.setattr(record, "results_dir", lambda: tmp_path)

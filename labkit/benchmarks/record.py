@@ -21,6 +21,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from labkit import device
 from labkit.errors import LabkitError
@@ -29,6 +30,7 @@ from labkit.records import load_rows
 from labkit.sweeps import zoo_sweeps
 
 PY = sys.executable
+CLI = [PY, "-m", "labkit.cli"]
 
 
 def zoo() -> list:
@@ -36,57 +38,55 @@ def zoo() -> list:
     return [s.name for s in zoo_sweeps()]
 
 
+class Stage(NamedTuple):
+    name: str
+    cmd: list
+    need: int  # seconds it takes (about its longest recorded run): with less left it is skipped, not cut off
+    appends: tuple = ()  # the results files its sweeps append to ({res}/...): one recording each
+
+
+def _sweep(name: str, sweeps: list, opts: list, need: int, out: str | None = None) -> Stage:
+    """A `labkit sweep` stage: its sweeps' files are res/<sweep>.jsonl, or the one `out` names."""
+    cmd = [*CLI, "sweep", *sweeps, *opts, *(["-o", out] if out else [])]
+    return Stage(name, cmd, need, (out,) if out else tuple(f"{{res}}/{n}.jsonl" for n in sweeps))
+
+
 def stages(budget: float) -> list:
-    """(name, command, seconds it needs at least): in the order they run."""
+    """The Stages, in the order they run."""
     b = f"{budget:g}"
-    cli = [PY, "-m", "labkit.cli"]
+    one = ["--in-process", "--budget", b]
     return [
-        ("build", [*cli, "build"], 60),
-        ("ceilings", [*cli, "peak", "--remeasure"], 20),
-        ("timing-agree", [PY, "-m", "labkit.benchmarks.timing_agree", "--nsys", "--out", "{res}/timing-agree.json"], 90),
-        ("seed000", [*cli, "sweep", "seed000", "--in-process", "--budget", b], 60),
-        ("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 120),
-        ("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 90),
+        Stage("build", [*CLI, "build"], 60),
+        Stage("ceilings", [*CLI, "peak", "--remeasure"], 20),
+        Stage("timing-agree", [PY, "-m", "labkit.benchmarks.timing_agree", "--nsys", "--out", "{res}/timing-agree.json"], 90),
+        _sweep("seed000", ["seed000"], one, 50),
+        Stage("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 130),
+        Stage("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 160),
         # the A/A self-test of issue 22's acceptance, as `labkit aa` runs it (its default stop rule)
-        ("aa", [*cli, "aa", "add", "f16x8_pack", "4096x4096", "-d", "f16", "--in-process", "--json", "{res}/aa.json"], 60),
-        ("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
-        ("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
-                      "--budget-s", "{cap:240}"], 60),
-        ("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
-                       "--budget-s", "{cap:320}"], 60),
-        ("access-width", [*cli, "sweep", "access-width", "--in-process", "--budget", b], 40),
-        ("zoo", [*cli, "sweep", *zoo(), "--in-process", "--budget", b], 120),
-        ("floors", [PY, "-m", "labkit.benchmarks.floors", "--out", "{res}/floors.json"], 20),
-        ("copy-gs", [*cli, "sweep", "copy-gs", "--in-process", "--budget", b], 10),
-        ("tune-add-block", [*cli, "sweep", "tune-add-block", "--in-process", "--energy", "--budget", b], 15),
-        ("tune-softmax-rows", [*cli, "sweep", "tune-softmax-rows", "--in-process", "--energy", "--budget", b], 15),
-        ("tune-softmax-floats", [*cli, "sweep", "tune-softmax-floats", "--in-process", "--budget", b], 30),
-        ("tune-sgemm", [*cli, "sweep", "tune-sgemm", "--in-process", "--budget", b], 90),
-        ("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
-                             "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
-        ("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "2",
-                              "--out", "{res}/kernel-time-cost.json"], 100),
-        ("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",
-                              "--out", "{res}/explorer-latency.json"], 60),
-        ("nsight-summary", [*cli, "profile", "add", "-v", "f16x8,f16x8_pack,torch", "-d", "f16", "-s", "4096x4096",
-                            "1024x1024", "--mode", "cold", "hot", "--save", "{res}/nsight"], 60),
-        ("dask", [*cli, "sweep", "softmax", "--cluster", "local-cuda", "-o", "{res}/dask-softmax.jsonl",
-                  "--budget", b], 60),
+        Stage("aa", [*CLI, "aa", "add", "f16x8_pack", "4096x4096", "-d", "f16", "--in-process", "--json", "{res}/aa.json"], 20),
+        Stage("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
+        Stage("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
+                           "--budget-s", "{cap:240}"], 100),
+        Stage("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
+                            "--budget-s", "{cap:320}"], 120),
+        _sweep("access-width", ["access-width"], one, 40),
+        _sweep("zoo", zoo(), one, 260),
+        Stage("floors", [PY, "-m", "labkit.benchmarks.floors", "--out", "{res}/floors.json"], 20),
+        _sweep("copy-gs", ["copy-gs"], one, 15),
+        _sweep("tune-add-block", ["tune-add-block"], [*one, "--energy"], 75),
+        _sweep("tune-softmax-rows", ["tune-softmax-rows"], [*one, "--energy"], 75),
+        _sweep("tune-softmax-floats", ["tune-softmax-floats"], one, 30),
+        _sweep("tune-sgemm", ["tune-sgemm"], one, 90),
+        Stage("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
+                                  "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
+        Stage("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "2",
+                                   "--out", "{res}/kernel-time-cost.json"], 120),
+        Stage("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",
+                                   "--out", "{res}/explorer-latency.json"], 200),
+        Stage("nsight-summary", [*CLI, "profile", "add", "-v", "f16x8,f16x8_pack,torch", "-d", "f16", "-s", "4096x4096",
+                                 "1024x1024", "--mode", "cold", "hot", "--save", "{res}/nsight"], 60),
+        _sweep("dask", ["softmax"], ["--cluster", "local-cuda", "--budget", b], 60, out="{res}/dask-softmax.jsonl"),
     ]
-
-
-def sweep_files(cmd: list, res: Path) -> list:
-    """The results files a stage's `labkit sweep A B ...` appends to: its -o, else res/<name>.jsonl each."""
-    if "sweep" not in cmd:
-        return []
-    if "-o" in cmd:
-        return [Path(cmd[cmd.index("-o") + 1])]
-    names = []
-    for x in cmd[cmd.index("sweep") + 1:]:
-        if x.startswith("-"):
-            break
-        names.append(x)
-    return [res / f"{n}.jsonl" for n in names]
 
 
 def supersede(files, commit, logs: Path) -> list:
@@ -139,13 +139,13 @@ def pack(path: Path, res: Path, logs: Path) -> None:
 def plan(a, ap) -> list:
     """The stages to run: --only's, in its order, else all in theirs; less --skip's."""
     todo = stages(a.budget)
-    names = [t[0] for t in todo]
+    names = [t.name for t in todo]
     unknown = [n for n in [*a.skip, *(a.only or [])] if n not in names]
     if unknown:
         ap.error(f"unknown stage(s) {unknown}; stages: {' '.join(names)}")
     if a.only is not None:
-        todo = sorted((t for t in todo if t[0] in a.only), key=lambda t: a.only.index(t[0]))
-    return [t for t in todo if t[0] not in a.skip]
+        todo = sorted((t for t in todo if t.name in a.only), key=lambda t: a.only.index(t.name))
+    return [t for t in todo if t.name not in a.skip]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -169,7 +169,7 @@ def main(argv=None) -> dict:
     res = results_dir() / device.properties()["slug"]
     res.mkdir(parents=True, exist_ok=True)
     done = {"stages": [], **device.provenance()}
-    for name, cmd, need in todo:
+    for name, cmd, need, appends in todo:
         left = t_end - time.monotonic()
         if left < need:
             done["stages"].append({"stage": name, "status": f"skipped: {left:.0f} s left, needs {need} s"})
@@ -177,7 +177,7 @@ def main(argv=None) -> dict:
         argv_ = [_fill(x, res, logs, left) for x in cmd]
         t0 = time.monotonic()
         with open(logs / f"{name}.log", "w") as log:
-            moved = supersede(sweep_files(argv_, res), done["commit"], logs)
+            moved = supersede([Path(_fill(f, res, logs, left)) for f in appends], done["commit"], logs)
             for f in moved:
                 print(f"{f.name}: rows of another commit moved to {logs / 'superseded'}; recording it afresh",
                       file=log, flush=True)
