@@ -60,10 +60,10 @@ class Measurement:
     timeouts: int        # groups discarded because the blocking kernel timed out
     sm_clock_mhz: int | None
     throttled: bool
+    group: int           # samples enqueued behind each blocking kernel (the state's)
     energy: dict | None = None  # NVML clocks over the timed loop, energy back to back (labkit.energy)
     kernels: dict | None = None  # the CUPTI samples' kernels and events (labkit.cupti.per_launch)
     sets: int = 1                # buffer sets the launches cycled through
-    group: int = 1               # samples enqueued behind each blocking kernel (the state's)
 
 
 def is_time(x) -> bool:
@@ -368,8 +368,8 @@ def _measure(fns, state, rule, hot_target_s, meter, kernels) -> Measurement:
     if power and power.get("throttled"):
         thr1 = True
     return Measurement(summarize(samples), samples, loop.reason, state.name, method, batch, loop.blocking,
-                       loop.timeouts, clock, bool(thr0 or thr1), power, sets=len(fns), kernels=cupti,
-                       group=state.group)
+                       loop.timeouts, clock, bool(thr0 or thr1), state.group, power, sets=len(fns),
+                       kernels=cupti)
 
 
 def estimate(fn) -> float:
