@@ -341,7 +341,8 @@ def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_p
     mixed = _rows_file(res / "c.jsonl", ["new", "0ld"])
     seen = tmp_path / "seen.txt"
     probe = f"import pathlib; pathlib.Path({str(seen)!r}).write_text(' '.join(sorted(p.name for p in pathlib.Path({str(res)!r}).iterdir())))"
-    monkeypatch.setattr(record, "stages", lambda b: [record.Stage("s", [sys.executable, "-c", probe], 0, ("{res}/a.jsonl", "{res}/b.jsonl", "{res}/c.jsonl"))])
+    files = ("{res}/a.jsonl", "{res}/b.jsonl", "{res}/c.jsonl")
+    monkeypatch.setattr(record, "stages", lambda b: [record.Stage("s", [sys.executable, "-c", probe], 0, files)])
     monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
     monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
     monkeypatch.setattr(record, "results_dir", lambda: tmp_path)
@@ -368,7 +369,8 @@ def test_a_stage_that_does_not_finish_puts_the_earlier_recording_back(tmp_path, 
     b = _rows_file(res / "b.jsonl", ["0ld"])
     before = a.read_text(), b.read_text()
     part = f"import pathlib, sys; pathlib.Path({str(a)!r}).write_text('a first row of this run'); sys.exit(1)"
-    monkeypatch.setattr(record, "stages", lambda b_: [record.Stage("s", [sys.executable, "-c", part], 0, ("{res}/a.jsonl", "{res}/b.jsonl"))])
+    files = ("{res}/a.jsonl", "{res}/b.jsonl")
+    monkeypatch.setattr(record, "stages", lambda b_: [record.Stage("s", [sys.executable, "-c", part], 0, files)])
     monkeypatch.setattr(record.device, "properties", lambda: {"slug": "gpu"})
     monkeypatch.setattr(record.device, "provenance", lambda: {"commit": "new"})
     monkeypatch.setattr(record, "results_dir", lambda: tmp_path)

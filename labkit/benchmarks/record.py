@@ -58,12 +58,14 @@ def stages(budget: float) -> list:
     return [
         Stage("build", [*CLI, "build"], 60),
         Stage("ceilings", [*CLI, "peak", "--remeasure"], 20),
-        Stage("timing-agree", [PY, "-m", "labkit.benchmarks.timing_agree", "--nsys", "--out", "{res}/timing-agree.json"], 90),
+        Stage("timing-agree", [PY, "-m", "labkit.benchmarks.timing_agree", "--nsys",
+                               "--out", "{res}/timing-agree.json"], 90),
         _sweep("seed000", ["seed000"], one, 50),
         Stage("tests-timing", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "timing"], 130),
         Stage("tests", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "tests"], 160),
         # the A/A self-test of issue 22's acceptance, as `labkit aa` runs it (its default stop rule)
-        Stage("aa", [*CLI, "aa", "add", "f16x8_pack", "4096x4096", "-d", "f16", "--in-process", "--json", "{res}/aa.json"], 20),
+        Stage("aa", [*CLI, "aa", "add", "f16x8_pack", "4096x4096", "-d", "f16", "--in-process",
+                     "--json", "{res}/aa.json"], 20),
         Stage("launch-cost", [PY, "-m", "labkit.benchmarks.launch_cost", "--out", "{res}/launch-cost.json"], 15),
         Stage("memcheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "memcheck",
                            "--budget-s", "{cap:240}"], 100),
