@@ -41,23 +41,29 @@ CANARY_FILE, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 # Between them the steps run every tests/test_*_gpu.py (a CPU test keeps it so): what times or holds
 # the GPU alone (the A/A self-test, labkit serve) in timing, the rest in parallel, the canary in racecheck
-STEPS = {
-    "timing": [PY, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", "tests/test_timing_gpu.py",
-               "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py",
-               "tests/test_reconcile_gpu.py", "tests/test_verdict_gpu.py", "tests/test_serve_gpu.py"],
-    "tests": [PY, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider", "-n", "8", "tests/test_gpu.py",
-              "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py", "tests/test_membound_gpu.py",
-              "tests/test_sgemm_tuned_gpu.py"],
+def _pytest(mark: str) -> list:
+    """pytest on the GPU tests of `mark`, quiet, naming every skip (-rs), leaving no cache in the tree."""
+    return [PY, "-m", "pytest", "-m", mark, "-q", "-rs", "-p", "no:cacheprovider"]
+
+
+def _sanitizer(tool: str) -> list:
     # --log-file: the sanitizer's report apart from pytest's output (one file for the whole process
     # tree on the lent GPUs; `summary` sums whatever files there are)
-    "memcheck": ["compute-sanitizer", "--tool", "memcheck", "--target-processes", "all", "--print-limit", "20",
-                 "--log-file", "{logs}/sanitizer-memcheck.%p.log",
-                 PY, "-m", "pytest", "-m", "gpu and not workers", "-q", "-rs", "-p", "no:cacheprovider", "-n", "4",
-                 "tests/test_gpu.py", "tests/test_bad_inputs_gpu.py", "-k", "test_variant_matches or misaligned or bad"],
-    "racecheck": ["compute-sanitizer", "--tool", "racecheck", "--target-processes", "all", "--print-limit", "20",
-                  "--log-file", "{logs}/sanitizer-racecheck.%p.log",
-                  PY, "-m", "pytest", "-m", "gpu and not torch_ref and not workers", "-q", "-rs", "-p", "no:cacheprovider",
-                  "-n", "4",
+    return ["compute-sanitizer", "--tool", tool, "--target-processes", "all", "--print-limit", "20",
+            "--log-file", f"{{logs}}/sanitizer-{tool}.%p.log"]
+
+
+STEPS = {
+    "timing": [*_pytest("gpu"), "tests/test_timing_gpu.py",
+               "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py",
+               "tests/test_reconcile_gpu.py", "tests/test_verdict_gpu.py", "tests/test_serve_gpu.py"],
+    "tests": [*_pytest("gpu"), "-n", "8", "tests/test_gpu.py",
+              "tests/test_bad_inputs_gpu.py", "tests/test_fuzz_gpu.py", "tests/test_membound_gpu.py",
+              "tests/test_sgemm_tuned_gpu.py"],
+    "memcheck": [*_sanitizer("memcheck"), *_pytest("gpu and not workers"), "-n", "4",
+                 "tests/test_gpu.py", "tests/test_bad_inputs_gpu.py",
+                 "-k", "test_variant_matches or misaligned or bad"],
+    "racecheck": [*_sanitizer("racecheck"), *_pytest("gpu and not torch_ref and not workers"), "-n", "4",
                   CANARY_FILE, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }
