@@ -326,6 +326,9 @@ def test_a_sweep_stage_names_the_files_it_appends_to_and_sweeps_them():
     assert dask.appends == ("{res}/dask-softmax.jsonl",) and dask.cmd[dask.cmd.index("-o") + 1] == dask.appends[0]
     assert stages["floors"].appends == () == stages["tests"].appends
     assert all(s.appends for s in stages.values() if "sweep" in s.cmd)
+    # sgemm_vs_cublas appends its rows beside its --out table (0f8bba0b1d9a's H200 file held two recordings)
+    cub = stages["sgemm-vs-cublas"]
+    assert cub.appends == (cub.cmd[cub.cmd.index("--out") + 1].replace(".json", ".jsonl"),)
 
 
 def test_a_rerecord_moves_rows_of_another_commit_aside_and_resumes_its_own(tmp_path, monkeypatch):

@@ -80,7 +80,8 @@ def stages(budget: float) -> list:
         _sweep("tune-softmax-floats", ["tune-softmax-floats"], one, 30),
         _sweep("tune-sgemm", ["tune-sgemm"], one, 90),
         Stage("sgemm-vs-cublas", [PY, "-m", "labkit.benchmarks.sgemm_vs_cublas", "--in-process", "--best-from",
-                                  "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60),
+                                  "{res}/tune-sgemm.jsonl", "--out", "{res}/sgemm-vs-cublas.json"], 60,
+              ("{res}/sgemm-vs-cublas.jsonl",)),  # its rows, beside the table
         Stage("kernel-time-cost", [PY, "-m", "labkit.benchmarks.kernel_time_cost", "--budget", "0.1", "--repeat", "2",
                                    "--out", "{res}/kernel-time-cost.json"], 120),
         Stage("explorer-latency", [PY, "-m", "labkit.benchmarks.explorer_latency", "--labs", "07*",
