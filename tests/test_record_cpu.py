@@ -52,6 +52,22 @@ def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
     assert rc == 0 and summary(out, "tests") == ("5 passed in 2s", "")
 
 
+def test_a_step_whose_output_outlives_it_is_not_waited_for():
+    """A process that left the step's session keeps the output pipe open after the step has ended (and
+    after a SIGKILL of its group): the step's output and exit code come back within the grace."""
+    import sys
+    import time
+
+    from labkit.benchmarks.gpu_tests import run_step
+
+    body = ("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'], "
+            "start_new_session=True)\nprint('==== 2 passed in 1s ====', flush=True)\n")
+    t0 = time.monotonic()
+    out, rc = run_step([sys.executable, "-c", body], timeout=30, grace=2)
+    assert rc == 0 and time.monotonic() - t0 < 10
+    assert "2 passed in 1s" in out and "still held its output: not waited for" in out
+
+
 def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run_once_more(tmp_path, monkeypatch):
     """The xdist workers under compute-sanitizer at times never start ('bringing up nodes...', then
     nothing until the step's limit): such a try is stopped after STARTUP_S, its logs set aside, and the
