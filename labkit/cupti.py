@@ -1,5 +1,6 @@
-"""The timed launches' own kernel durations, from CUPTI activity records (torch.profiler's kineto,
-CUDA activity only): what Nsight Systems reports, for the very launches the events time.
+"""The timed launches' own kernel durations, from CUPTI activity records (NVIDIA's cupti-python where
+it is installed, else torch's profiler, kineto; `backend`): what Nsight Systems reports, for the very
+launches the events time.
 
 While CUPTI records the timed loop, every sample is bracketed by two empty marker kernels of the
 harness (lk_mark_begin before the start event, lk_mark_end after the stop event: outside the timed
@@ -38,7 +39,7 @@ class Probe:
     def __init__(self):
         import torch
 
-        self._prof, self.records, self.error = None, None, None
+        self._backend, self.records, self.error = None, None, None
         try:
             self._begin = harness_launcher(BEGIN).prepare([])
             self._end = harness_launcher(END).prepare([])
@@ -56,37 +57,109 @@ class Probe:
         self._end()
 
     def __enter__(self) -> "Probe":
-        from torch.autograd.profiler import profile
-
         if self.error:
             return self
         try:
-            # kineto through torch.autograd.profiler: torch.profiler.profile's first start checks
-            # hasattr(torch, "_inductor"), which imports inductor, dynamo and sympy (4.7 s)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                prof = profile(use_device="cuda", use_cpu=False, use_kineto=True)
-                prof.__enter__()
-            self._prof = prof
+            self._backend = backend()
+            self._backend.start()
         except Exception as e:  # CUPTI held by another tool, no kineto in this build, ...
+            self._backend = None
             self.error = f"the profiler did not start ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         import torch
 
-        if self._prof is None:
+        if self._backend is None:
             return False
         torch.cuda.current_stream().synchronize()
         try:
-            with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle
-                warnings.simplefilter("ignore")
-                self._prof.__exit__(None, None, None)
+            records = self._backend.stop()
             if exc_type is None:
-                self.records = _device_records(self._prof)
+                self.records = records
         except Exception as e:
             self.error = f"the profiler did not stop cleanly ({type(e).__name__}: {e})"
         return False
+
+
+def backend():
+    """CUPTI's activity records through torch's profiler (kineto), or with LABKIT_CUPTI=cupti-python
+    through NVIDIA's cupti-python (`pip install cupti-python`, its CUDA major the driver's) where it is
+    installed: not yet the default, since it has not been measured on a GPU."""
+    if os.environ.get("LABKIT_CUPTI", "") == "cupti-python":
+        try:
+            import cupti  # cupti-python (NVIDIA), not this module
+        except ImportError:
+            cupti = None
+        if cupti is not None:
+            return Activity(cupti)
+    return Kineto()
+
+
+class Kineto:
+    """torch's profiler, CUDA activity only. Its start, stop and record reading cost 8-12 ms a timed
+    loop on the H200 host (`results/nvidia-h200/logs/92c28cd/cupti-cost.log`)."""
+
+    name = "kineto"
+
+    def start(self) -> None:
+        from torch.autograd.profiler import profile
+
+        # through torch.autograd.profiler: torch.profiler.profile's first start checks
+        # hasattr(torch, "_inductor"), which imports inductor, dynamo and sympy (4.7 s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._prof = profile(use_device="cuda", use_cpu=False, use_kineto=True)
+            self._prof.__enter__()
+
+    def stop(self) -> list:
+        with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": one cycle
+            warnings.simplefilter("ignore")
+            self._prof.__exit__(None, None, None)
+        return _device_records(self._prof)
+
+
+class Activity:
+    """CUPTI's activity API itself (cupti-python): the kernel, memcpy and memset kinds enabled around
+    the timed loop, one forced flush after it, the records kept as they complete. Its callbacks are
+    registered once a process; a profiler that registers its own later (torch's) takes the records,
+    and the rows then say the markers did not pair up."""
+
+    name = "cupti-python"
+    _records: list = []
+    _registered = False
+
+    def __init__(self, cupti):
+        self._c = cupti
+        self._kinds = (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.MEMCPY, cupti.ActivityKind.MEMSET)
+
+    @staticmethod
+    def _requested():
+        return 8 << 20, 0  # bytes a buffer, no record limit
+
+    @classmethod
+    def _completed(cls, activities) -> None:
+        for a in activities:  # copied out now: the buffer is reused after the callback
+            name = getattr(a, "name", None) or getattr(a, "kind", "record")
+            cls._records.append((str(name), a.start, a.end - a.start))
+
+    def start(self) -> None:
+        if not Activity._registered:
+            self._c.activity_register_callbacks(Activity._requested, Activity._completed)
+            Activity._registered = True
+        Activity._records.clear()
+        for k in self._kinds:
+            self._c.activity_enable(k)
+
+    def stop(self) -> list:
+        try:
+            self._c.activity_flush_all(1)  # forced: every record of the loop, completed or not
+        finally:
+            for k in self._kinds:
+                self._c.activity_disable(k)
+        out = list(Activity._records)
+        Activity._records.clear()
+        return out
 
 
 def _device_records(prof) -> list:

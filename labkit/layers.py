@@ -98,7 +98,7 @@ LAZY = {
     "clocks.nvbench_child": {"cuda": EXTRA, "torch": TORCH_FREE},
     "cluster": {"distributed": EXTRA},
     "cluster_procs": {"dask_cuda": EXTRA, "distributed": EXTRA},
-    "cupti": {"torch": TORCH_FREE},
+    "cupti": {"torch": TORCH_FREE, "cupti": MAY_BE_MISSING},
     "device": {"pynvml": MAY_BE_MISSING, "torch": TORCH_FREE},
     "dtypes": {"torch": TORCH_FREE},
     "energy": {"pynvml": MAY_BE_MISSING, "torch": TORCH_FREE},

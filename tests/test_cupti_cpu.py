@@ -144,3 +144,77 @@ def test_cupti_records_the_first_groups_and_time_us_comes_after_it(stream, monke
     assert m.kernels["cupti"] == "same-launch" and m.kernels["kernel_us"] == pytest.approx(4.3)
     assert m.kernels["cupti_event_us"] == pytest.approx(4.8)  # its samples' own events: kernel <= event
     assert len(m.samples_s) == 48 and m.summary.median * 1e6 == pytest.approx(4.5)  # CUPTI off
+
+
+class FakeCupti:
+    """cupti-python's activity API as labkit.cupti.Activity uses it: records of the enabled kinds wait
+    in a buffer until a flush hands them to the completed callback."""
+
+    class ActivityKind:
+        CONCURRENT_KERNEL, MEMCPY, MEMSET = 10, 1, 2
+
+    def __init__(self):
+        self.enabled, self.registered, self.pending = set(), 0, []
+
+    def activity_register_callbacks(self, requested, completed):
+        self.registered += 1
+        self.requested, self.completed = requested, completed
+
+    def activity_enable(self, kind):
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind):
+        self.enabled.discard(kind)
+
+    def activity_flush_all(self, flag):
+        assert flag == 1 and self.requested()[0] > 0
+        batch, self.pending = self.pending, []
+        self.completed(batch)
+
+    def launch(self, name, start, ns, kind=10):
+        from types import SimpleNamespace
+
+        if kind in self.enabled:  # a memset's record has no name
+            rec = SimpleNamespace(kind=kind, start=start, end=start + ns, **({"name": name} if name else {}))
+            self.pending.append(rec)
+
+
+@pytest.fixture
+def fake_cupti(monkeypatch):
+    import sys
+
+    fake = FakeCupti()
+    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.delenv("LABKIT_CUPTI", raising=False)
+    monkeypatch.setattr(cupti.Activity, "_registered", False)
+    monkeypatch.setattr(cupti.Activity, "_records", [])
+    return fake
+
+
+def test_the_backend_is_kineto_unless_cupti_python_is_asked_for_and_installed(fake_cupti, monkeypatch):
+    import sys
+
+    assert isinstance(cupti.backend(), cupti.Kineto)
+    monkeypatch.setenv("LABKIT_CUPTI", "cupti-python")
+    assert isinstance(cupti.backend(), cupti.Activity)
+    monkeypatch.setitem(sys.modules, "cupti", None)  # not installed: import raises ImportError
+    assert isinstance(cupti.backend(), cupti.Kineto)
+
+
+def test_the_activity_backend_records_only_its_loop_and_registers_once(fake_cupti):
+    fake_cupti.launch("before", 0, 5)  # nothing enabled yet: not recorded
+    a = cupti.Activity(fake_cupti)
+    a.start()
+    assert fake_cupti.enabled == {10, 1, 2}
+    fake_cupti.launch("_Z13lk_mark_beginv", 100, 1000)
+    fake_cupti.launch("add_kernel", 1600, 4000)
+    fake_cupti.launch(None, 6000, 300, kind=2)
+    fake_cupti.launch("_Z11lk_mark_endv", 6800, 1000)
+    recs = a.stop()
+    assert not fake_cupti.enabled  # the event loop after it runs without CUPTI
+    assert [r[1:] for r in recs] == [(100, 1000), (1600, 4000), (6000, 300), (6800, 1000)] and recs[1][0] == "add_kernel"
+    assert cupti.split(recs) == [(4.3, 2, 4.7)]  # the kernel and the memset between the markers
+    fake_cupti.launch("after", 9000, 5)
+    b = cupti.Activity(fake_cupti)
+    b.start()
+    assert b.stop() == [] and fake_cupti.registered == 1  # a second loop: no records of the first, no new callbacks

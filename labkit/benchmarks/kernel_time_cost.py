@@ -1,6 +1,6 @@
 """What recording the CUPTI kernel time costs a sweep: seed 000's configurations run twice in one
 process, with and without `kernel_us` (CUPTI over the timed loop itself and its marker kernels,
-labkit.cupti), wall time of each (goal: <= 15 % more with it).
+labkit.cupti, through the backend LABKIT_CUPTI picks), wall time of each (goal: <= 15 % more with it).
 
     python -m labkit.benchmarks.kernel_time_cost --out results/<gpu>/kernel-time-cost.json"""
 from __future__ import annotations
@@ -9,6 +9,7 @@ import argparse
 import time
 
 from labkit import session
+from labkit.cupti import backend
 from labkit.device import provenance
 from labkit.records import ResultLog
 from labkit.sweeps import get_sweep
@@ -31,7 +32,7 @@ def main(argv=None) -> dict:
         walls.setdefault(kt, []).append(time.perf_counter() - t0)
     off, on = min(walls[False]), min(walls[True])
     res = {"configs": len(configs), "budget_s": a.budget, "wall_s_without": off, "wall_s_with": on,
-           "extra": on / off - 1, "goal": 0.15, "runs": {str(k): v for k, v in walls.items()}, **provenance()}
+           "extra": on / off - 1, "goal": 0.15, "cupti_backend": backend().name, "runs": {str(k): v for k, v in walls.items()}, **provenance()}
     print(f"{len(configs)} configurations: {off:.1f} s without kernel time, {on:.1f} s with it "
           f"({100 * res['extra']:+.1f} %, goal <= +15 %)")
     write_json(a.out, res)
