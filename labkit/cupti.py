@@ -148,18 +148,28 @@ class Activity:
             self._c.activity_register_callbacks(Activity._requested, Activity._completed)
             Activity._registered = True
         Activity._records.clear()
-        for k in self._kinds:
-            self._c.activity_enable(k)
+        try:
+            for k in self._kinds:
+                self._c.activity_enable(k)
+        except Exception:  # none left on: the loop after it must run without CUPTI
+            self._disable()
+            raise
 
     def stop(self) -> list:
         try:
             self._c.activity_flush_all(1)  # forced: every record of the loop, completed or not
         finally:
-            for k in self._kinds:
-                self._c.activity_disable(k)
+            self._disable()
         out = list(Activity._records)
         Activity._records.clear()
         return out
+
+    def _disable(self) -> None:
+        for k in self._kinds:
+            try:
+                self._c.activity_disable(k)
+            except Exception:  # a kind that was not on
+                pass
 
 
 def _device_records(prof) -> list:

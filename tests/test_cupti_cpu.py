@@ -161,6 +161,8 @@ class FakeCupti:
         self.requested, self.completed = requested, completed
 
     def activity_enable(self, kind):
+        if kind == getattr(self, "refuse", None):
+            raise RuntimeError("CUPTI_ERROR_NOT_COMPATIBLE")
         self.enabled.add(kind)
 
     def activity_disable(self, kind):
@@ -218,3 +220,10 @@ def test_the_activity_backend_records_only_its_loop_and_registers_once(fake_cupt
     b = cupti.Activity(fake_cupti)
     b.start()
     assert b.stop() == [] and fake_cupti.registered == 1  # a second loop: no records of the first, no new callbacks
+
+
+def test_an_activity_backend_that_cannot_start_leaves_no_kind_on(fake_cupti):
+    fake_cupti.refuse = FakeCupti.ActivityKind.MEMSET  # enabled last: the kernel and memcpy kinds are on by then
+    with pytest.raises(RuntimeError):
+        cupti.Activity(fake_cupti).start()
+    assert not fake_cupti.enabled
