@@ -1,6 +1,6 @@
-"""The timed launches' own kernel durations, from CUPTI activity records (NVIDIA's cupti-python where
-it is installed, else torch's profiler, kineto; `backend`): what Nsight Systems reports, for the very
-launches the events time.
+"""The timed launches' own kernel durations, from CUPTI activity records (torch's profiler, kineto, or
+on request NVIDIA's cupti-python; `backend`): what Nsight Systems reports, for the very launches the
+events time.
 
 While CUPTI records the timed loop, every sample is bracketed by two empty marker kernels of the
 harness (lk_mark_begin before the start event, lk_mark_end after the stop event: outside the timed
@@ -97,7 +97,7 @@ def backend():
 
 
 class Kineto:
-    """torch's profiler, CUDA activity only. Its start, stop and record reading cost 8-12 ms a timed
+    """torch's profiler, CUDA activity only. Its start, stop and record reading cost 10-13 ms a timed
     loop on the H200 host (`results/nvidia-h200/logs/92c28cd/cupti-cost.log`)."""
 
     name = "kineto"
