@@ -20,6 +20,7 @@ import os
 import statistics
 import warnings
 
+from .errors import ConfigError, ToolMissingError
 from .launch import harness_launcher
 
 BEGIN, END = "lk_mark_begin", "lk_mark_end"
@@ -82,18 +83,25 @@ class Probe:
         return False
 
 
+BACKENDS = ("kineto", "cupti-python")
+
+
 def backend():
     """CUPTI's activity records through torch's profiler (kineto), or with LABKIT_CUPTI=cupti-python
-    through NVIDIA's cupti-python (`pip install cupti-python`, its CUDA major the driver's) where it is
-    installed: not yet the default, since it has not been measured on a GPU."""
-    if os.environ.get("LABKIT_CUPTI", "") == "cupti-python":
-        try:
-            import cupti  # cupti-python (NVIDIA), not this module
-        except ImportError:
-            cupti = None
-        if cupti is not None:
-            return Activity(cupti)
-    return Kineto()
+    through NVIDIA's cupti-python (`pip install cupti-python`, its CUDA major the driver's): not yet
+    the default, since it has not been measured on a GPU. A Probe turns the errors into the rows'
+    `cupti: failed: ...`, and timing goes on."""
+    want = os.environ.get("LABKIT_CUPTI") or "kineto"
+    if want not in BACKENDS:
+        raise ConfigError(f"LABKIT_CUPTI={want!r}: the CUPTI backend is one of {', '.join(BACKENDS)}")
+    if want == "kineto":
+        return Kineto()
+    try:
+        import cupti  # cupti-python (NVIDIA), not this module
+    except ImportError:
+        raise ToolMissingError("LABKIT_CUPTI=cupti-python needs NVIDIA's cupti-python "
+                               "(`pip install cupti-python`, of the driver's CUDA major)") from None
+    return Activity(cupti)
 
 
 class Kineto:

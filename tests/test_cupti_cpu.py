@@ -193,14 +193,34 @@ def fake_cupti(monkeypatch):
     return fake
 
 
-def test_the_backend_is_kineto_unless_cupti_python_is_asked_for_and_installed(fake_cupti, monkeypatch):
-    import sys
-
+def test_the_backend_is_kineto_unless_cupti_python_is_asked_for(fake_cupti, monkeypatch):
     assert isinstance(cupti.backend(), cupti.Kineto)
     monkeypatch.setenv("LABKIT_CUPTI", "cupti-python")
     assert isinstance(cupti.backend(), cupti.Activity)
-    monkeypatch.setitem(sys.modules, "cupti", None)  # not installed: import raises ImportError
-    assert isinstance(cupti.backend(), cupti.Kineto)
+
+
+@pytest.mark.parametrize("value, installed, error, message", [
+    ("cupti_python", True, "ConfigError", "LABKIT_CUPTI='cupti_python': the CUPTI backend is one of kineto, cupti-python"),
+    ("cupti-python", False, "ToolMissingError", "LABKIT_CUPTI=cupti-python needs NVIDIA's cupti-python (`pip install"),
+])
+def test_a_cupti_backend_that_cannot_be_had_is_named_in_the_rows(fake_cupti, monkeypatch, value, installed, error, message):
+    """A misspelt LABKIT_CUPTI, or cupti-python asked for and missing, is no silent kineto: backend()
+    names the constraint, and a Probe turns it into the rows' `cupti: failed: ...`."""
+    import sys
+
+    from labkit.errors import LabkitError
+
+    monkeypatch.setenv("LABKIT_CUPTI", value)
+    if not installed:
+        monkeypatch.setitem(sys.modules, "cupti", None)  # import raises ImportError
+    with pytest.raises(LabkitError, match="LABKIT_CUPTI"):
+        cupti.backend()
+    probe = cupti.Probe.__new__(cupti.Probe)  # its marker kernels need a GPU; __enter__ does not
+    probe._backend, probe.records, probe.error = None, None, None
+    with probe:
+        pass
+    assert probe.error.startswith(f"the profiler did not start ({error}: {message}")
+    assert cupti.per_launch(probe, [], [], 1, False) == {"cupti": f"failed: {probe.error}"}
 
 
 def test_the_activity_backend_records_only_its_loop_and_registers_once(fake_cupti):
