@@ -2,7 +2,7 @@
 // grid-stride loop (8 blocks of 256 per SM, 2 packs a round), and so were that probe's "plain" read + copy,
 // which reached 91.6 % of the copy peak. The copy peak's own kernel (copy.cu w16) is one pack per thread over
 // as many blocks as packs, and in rows-pipe.cu (logs/92c28cd) a one-wave grid-stride copy read 86 % rotating
-// where the shipped block-per-row kernels read 92-93 %. Here the normalize pass in the copy's shape: the
+// where the shipped block-per-row kernels read 92-94 %. Here the normalize pass in the copy's shape: the
 // partials kernel's last block (a ticket, as lk_last_block_sum) merges the blocks' (max, sum) pairs into one
 // (max, 1/sum), and every thread of a flat grid normalizes PT packs, blocks in reverse order (the vector's
 // tail, which the partials pass read last, first). Each output checked against float64 before timing.
