@@ -8,8 +8,7 @@
 // tail, which the partials pass read last, first). Each output checked against float64 before timing.
 //   plain grid      read + copy, both one-wave grid-stride (softmax-vec.cu's "ideal")
 //   plain flat      read one-wave grid-stride + the w16-shaped copy (one pack a thread)
-//   shipped         softmax_partials + softmax_normalize (#include "softmax.cu"
-#include "lk_grid.cuh")
+//   shipped         softmax_partials + softmax_normalize (kernels/softmax.cu)
 //   flat PTn [fwd]  partials with the merge, then normalize_flat<PT> (reverse block order unless fwd)
 // nvcc -O3 -arch=sm_90 -std=c++17 -I kernels softmax-shape.cu -o /tmp/ss && /tmp/ss
 #include "softmax.cu"
