@@ -111,6 +111,11 @@ def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run
     assert "no tests ran" in (logs / "hung" / "pytest-memcheck.log").read_text()
     assert len(list((logs / "hung").glob("sanitizer-memcheck.*.log"))) == 1  # the first try's, apart
     assert json.loads((tmp_path / "res" / "g" / "tests.json").read_text())["runs"][0]["summary"] == run["summary"]
+    assert "this_call" not in json.loads((tmp_path / "res" / "g" / "tests.json").read_text())
+    assert gpu_tests.exit_status(res) == 0
+    for rc in ("timeout", "hung at startup", 1, None, "sanitizer: 2 errors"):  # interrupted, failed, not run
+        assert gpu_tests.exit_status({"this_call": [run, dict(run, returncode=rc)]}) == 1
+    assert gpu_tests.exit_status({"runs": [dict(run, returncode=1)]}) == 0  # --merge: nothing ran
 
 
 def test_tests_json_keeps_per_step_the_newest_run_and_the_newest_pass():

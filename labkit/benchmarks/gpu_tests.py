@@ -230,7 +230,7 @@ def main(argv=None) -> dict:
     res = merge([*old, {"runs": runs, **prov}])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1, default=str))
-    return res
+    return {**res, "this_call": runs}  # not in the file: what the command's exit status is read from
 
 
 def _set_aside(logs: Path, step: str, log: str) -> None:
@@ -262,5 +262,11 @@ def merge(files: list) -> dict:
     return {**{k: v for k, v in newest.items() if k != "runs"}, "runs": keep}
 
 
+def exit_status(res: dict) -> int:
+    """1 when a step of this call did not pass (interrupted at its limit, failed, hung, not run), so that
+    record's stage says so: the H200 racecheck at 5a55846ece28, cut at its limit, was a stage "ok"."""
+    return int(any(r["returncode"] != 0 for r in res.get("this_call", [])))
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(exit_status(main()))
