@@ -3,9 +3,9 @@
 // Whole-vector softmax y = e^(x - max) / sum e^(x - max) over all n elements (op "softmax").
 // The seed's single kernel (atomicAdd + __threadfence) races: a fence does not wait for the other
 // blocks. Here two kernels do it: softmax_partials gives one (max, sum) pair per block (online
-// softmax, grid-stride), softmax_normalize merges the pairs in every block and writes y. x is read
-// twice, y written once; the second pass walks the vector backwards so the tail that the first
-// pass read last is still in L2.
+// softmax, grid-stride) and its last block merges them (a ticket, lk_grid.cuh); softmax_normalize
+// writes y, 16 B a thread over a flat grid. x is read twice, y written once; the second pass takes
+// its blocks last to first so the tail that the first pass read last is still in L2.
 //   f32     N=1  ACCESS=4   one float per thread step
 //   f32x4   N=4  ACCESS=16  one float4 per thread step (scalar head/tail for any n and offset)
 //
@@ -29,6 +29,7 @@
 // row plan norm.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce (warp or block
 // reduction for a runtime block size), to_floats / from_floats, lk_cp_async16.
 #include "labkit.cuh"
+#include "lk_grid.cuh"
 
 constexpr float LK_LOG2E = 1.4426950408889634f;
 __device__ __forceinline__ float lk_ex2_ftz(float x) {
@@ -83,15 +84,25 @@ __device__ __forceinline__ MS block_reduce_ms(MS v, MS* scratch) {
 
 // ================================ whole-vector softmax ========================================
 constexpr int SM_THREADS = 256;
-constexpr int SM_BLOCKS_PER_SM = 2048 / SM_THREADS;  // a full SM: the grid is exactly one wave
-// packs loaded before any math: 16-32 B in flight per thread, 32-64 KiB per SM (more spills
-// under the 32-register cap that a full SM needs)
+constexpr int SM_BLOCKS_PER_SM = 2048 / SM_THREADS;  // a full SM: the partials grid is exactly one wave
+// partials: packs loaded before any math: 16-32 B in flight per thread, 32-64 KiB per SM (more
+// spills under the 32-register cap that a full SM needs)
 template <int N> constexpr int SM_UNROLL = N == 1 ? 4 : 2;
+// normalize: packs per thread, 16 B of x each thread. One float4 a thread over as many blocks as
+// it takes (the copy peak's shape) beat a one-wave grid-stride normalize by 3.6 % rotating, 2^26
+// f32 on the H200 (logs/250b7aa/softmax-shape.log: 200.3 vs 207.8 us; 2 or 4 packs a thread 203-204)
+template <int N> constexpr int SM_FLAT = N == 1 ? 4 : 1;
 
+// One (max, sum) pair per block (online softmax, grid-stride, one wave); the block that takes the
+// grid's last ticket (lk_grid.cuh: no second kernel, no memset) merges the pairs in block order
+// into fin = (max, 1/sum) for the normalize pass.
 template <typename T, int N, int ACCESS>
 __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials(const T* __restrict__ x,
-                                                                                 float* __restrict__ part, lk_split s) {
+                                                                                 float* __restrict__ part,
+                                                                                 float* __restrict__ fin,
+                                                                                 unsigned* ticket, lk_split s) {
   __shared__ MS scratch[LK_WARP];
+  __shared__ bool last;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   MS acc{-INFINITY, 0.f};
@@ -113,49 +124,63 @@ __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials
     ms_push(acc, f);
   }
   acc = block_reduce_ms(acc, scratch);
-  if (threadIdx.x == 0) part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
+  if (threadIdx.x == 0) {
+    part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
+    last = lk_ticket(ticket, gridDim.x - 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  MS m{-INFINITY, 0.f};  // the other SMs' pairs are in L2 (__ldcg), visible after the acquire
+  for (int i = threadIdx.x; i < int(gridDim.x); i += blockDim.x) m = ms_merge(m, MS{__ldcg(part + 2 * i), __ldcg(part + 2 * i + 1)});
+  m = block_reduce_ms(m, scratch);
+  if (threadIdx.x == 0) fin[0] = m.m, fin[1] = 1.f / m.s;
 }
 
+// y = e^(x - max) / sum: SM_FLAT<N> packs a thread, blocks taken last to first, so the vector's
+// tail, which the partials pass read last, is read again first (while it is in L2). x is loaded
+// before fin: those loads do not wait for it.
 template <typename T, int N, int ACCESS>
-__global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_normalize(const T* __restrict__ x,
-                                                                                  T* __restrict__ y,
-                                                                                  const float* __restrict__ part,
-                                                                                  int nparts, lk_split s) {
-  __shared__ MS scratch[LK_WARP];
-  MS acc{-INFINITY, 0.f};
-  for (int i = threadIdx.x; i < nparts; i += blockDim.x) acc = ms_merge(acc, MS{part[2 * i], part[2 * i + 1]});
-  acc = block_reduce_ms(acc, scratch);
-  const float mx = acc.m, inv = 1.f / acc.s;
-
-  const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t q0 = t; q0 < s.packs; q0 += stride * SM_UNROLL<N>) {
-    Pack<T, N> r[SM_UNROLL<N>];
+__global__ void __launch_bounds__(SM_THREADS) softmax_normalize(const T* __restrict__ x, T* __restrict__ y,
+                                                                const float* __restrict__ fin, lk_split s) {
+  constexpr int PT = SM_FLAT<N>;
+  const int64_t base = (int64_t(gridDim.x) - 1 - blockIdx.x) * SM_THREADS * PT + threadIdx.x;
+  Pack<T, N> r[PT];
 #pragma unroll
-    for (int u = 0; u < SM_UNROLL<N>; ++u)  // backwards: p = packs-1-q, the last packs read are in L2
-      if (q0 + u * stride < s.packs) lk_load<ACCESS>(r[u], x + s.head + (s.packs - 1 - q0 - u * stride) * N);
+  for (int u = 0; u < PT; ++u)
+    if (base + u * SM_THREADS < s.packs) lk_load<ACCESS>(r[u], x + s.head + (base + u * SM_THREADS) * N);
+  const float mx = fin[0], inv = fin[1];
 #pragma unroll
-    for (int u = 0; u < SM_UNROLL<N>; ++u)
-      if (q0 + u * stride < s.packs) {
-        Pack<T, N> o;
+  for (int u = 0; u < PT; ++u)
+    if (base + u * SM_THREADS < s.packs) {
+      Pack<T, N> o;
 #pragma unroll
-        for (int k = 0; k < N; ++k) o.elem[k] = lk_from_float<T>(__expf(lk_to_float(r[u].elem[k]) - mx) * inv);
-        lk_store<ACCESS>(y + s.head + (s.packs - 1 - q0 - u * stride) * N, o);
-      }
-  }
+      for (int k = 0; k < N; ++k) o.elem[k] = lk_from_float<T>(__expf(lk_to_float(r[u].elem[k]) - mx) * inv);
+      lk_store<ACCESS>(y + s.head + (base + u * SM_THREADS) * N, o);
+    }
+  const int64_t t = int64_t(blockIdx.x) * SM_THREADS + threadIdx.x;
   if (t < s.head + s.tail) {
     const int64_t i = lk_edge_index(s, N, t);
     y[i] = lk_from_float<T>(__expf(lk_to_float(x[i]) - mx) * inv);
   }
 }
 
-// t[0] = x, t[1] = y, t[2] = f32 scratch of 2 * (max blocks) floats: the per-block (max, sum)
-// pairs (any alignment: read as floats). Blocks are capped by the scratch size too.
+// t[0] = x, t[1] = y, t[2] = f32 scratch: fin = (max, 1/sum) in its first 2 floats, then the
+// per-block (max, sum) pairs (any alignment: read as floats). Partials blocks are capped by it too.
+template <typename T, int N, int ACCESS>
+static void softmax_pair(const T* x, T* y, float* scratch, int64_t blocks, lk_split s, cudaStream_t stream) {
+  softmax_partials<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, scratch + 2, scratch,
+                                                                    &lk_grid_ticket[lk_grid_slot(stream)], s);
+  int64_t grid = ceil_div<int64_t>(s.packs, int64_t(SM_THREADS) * SM_FLAT<N>);
+  const int64_t edges = ceil_div<int64_t>(s.head + s.tail, SM_THREADS);  // the edges' threads, counted from block 0
+  grid = grid > edges ? grid : edges;
+  softmax_normalize<T, N, ACCESS><<<grid > 0 ? grid : 1, SM_THREADS, 0, stream>>>(x, y, scratch, s);
+}
+
 template <typename T, int N, int ACCESS>
 static int launch_softmax(const lk_args* args, cudaStream_t stream) {
   const T* x = lk_ptr<const T>(args->t[0]);
   T* y = lk_ptr<T>(args->t[1]);
-  float* part = lk_ptr<float>(args->t[2]);
+  float* scratch = lk_ptr<float>(args->t[2]);
   const int64_t n = args->t[1].numel;
   const void* ptrs[2] = {x, y};
   lk_split s = lk_make_split(n, N, sizeof(T), ptrs, 2);
@@ -164,21 +189,15 @@ static int launch_softmax(const lk_args* args, cudaStream_t stream) {
     s = lk_make_split(n, 1, sizeof(T), ptrs, 2);
     path = LK_PATH_FALLBACK;
   }
-  int dev = 0, sms = 1;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-  // enough blocks to fill the GPU once; every block of the second kernel merges all pairs
+  // enough partials blocks to fill the GPU once, no more than the scratch holds pairs for
   const int64_t work = s.packs > s.head + s.tail ? s.packs : s.head + s.tail;
   int64_t blocks = ceil_div<int64_t>(work > 0 ? work : 1, SM_THREADS);
-  blocks = blocks < int64_t(sms) * SM_BLOCKS_PER_SM ? blocks : int64_t(sms) * SM_BLOCKS_PER_SM;
-  blocks = blocks < args->t[2].numel / 2 ? blocks : args->t[2].numel / 2;
-  if (path == LK_PATH_FALLBACK) {
-    softmax_partials<T, 1, sizeof(T)><<<blocks, SM_THREADS, 0, stream>>>(x, part, s);
-    softmax_normalize<T, 1, sizeof(T)><<<blocks, SM_THREADS, 0, stream>>>(x, y, part, int(blocks), s);
-  } else {
-    softmax_partials<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, part, s);
-    softmax_normalize<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, y, part, int(blocks), s);
-  }
+  blocks = blocks < int64_t(lk_sm_count()) * SM_BLOCKS_PER_SM ? blocks : int64_t(lk_sm_count()) * SM_BLOCKS_PER_SM;
+  blocks = blocks < (args->t[2].numel - 2) / 2 ? blocks : (args->t[2].numel - 2) / 2;
+  if (path == LK_PATH_FALLBACK)
+    softmax_pair<T, 1, sizeof(T)>(x, y, scratch, blocks, s, stream);
+  else
+    softmax_pair<T, N, ACCESS>(x, y, scratch, blocks, s, stream);
   return lk_launch_status(path);
 }
 

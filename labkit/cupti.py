@@ -97,7 +97,7 @@ def backend():
     if want == "kineto":
         return Kineto()
     try:
-        import cupti  # cupti-python (NVIDIA), not this module
+        from cupti import cupti  # cupti-python's API is its package's `cupti` module (NVIDIA's samples do this)
     except ImportError:
         raise ToolMissingError("LABKIT_CUPTI=cupti-python needs NVIDIA's cupti-python "
                                "(`pip install cupti-python`, of the driver's CUDA major)") from None

@@ -185,8 +185,10 @@ class FakeCupti:
 def fake_cupti(monkeypatch):
     import sys
 
+    from types import SimpleNamespace
+
     fake = FakeCupti()
-    monkeypatch.setitem(sys.modules, "cupti", fake)
+    monkeypatch.setitem(sys.modules, "cupti", SimpleNamespace(cupti=fake))  # the package; its API is cupti.cupti
     monkeypatch.delenv("LABKIT_CUPTI", raising=False)
     monkeypatch.setattr(cupti.Activity, "_registered", False)
     monkeypatch.setattr(cupti.Activity, "_records", [])

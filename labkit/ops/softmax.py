@@ -1,17 +1,18 @@
 """Softmax (CATALOG §4, seed 002), f32 math. Kernels: kernels/softmax.cu.
 * softmax: over a whole vector of n elements. The seed's single kernel (atomicAdd + __threadfence)
-  is a race; kernels/softmax.cu uses two kernels: per-block (max, sum) pairs, then a merge +
-  normalize pass. The pairs live in a scratch output tensor made here (no allocation in the launcher).
+  is a race; kernels/softmax.cu uses two kernels: per-block (max, sum) pairs merged by the last
+  block, then a normalize pass. The pairs and the merged (max, 1/sum) live in a scratch output
+  tensor made here (no allocation in the launcher).
 * softmax_rows: row-wise over N x K (along K, as models use it); f16/bf16 storage."""
 from ..spec import Block, Call, Cost, Data, Op, Testing, V
 from ..tensors import alloc, randn
 from .families import Arg, Signature, row_op, shape_of
 
-SCRATCH_PAIRS = 4096  # most blocks the launcher may use (it also caps at one wave of the GPU)
+SCRATCH_PAIRS = 4096  # most partials blocks the launcher may use (it also caps at one wave of the GPU)
 
 VECTOR_VARIANTS = [
     V("f32", "f32", width=1, access=4,
-      note="two kernels (block (max, sum) pairs, merge + normalize), one float per thread step"),
+      note="two kernels (block (max, sum) pairs merged by the last block, then normalize), one float per thread step"),
     V("f32x4", "f32", width=4, access=16,
       note="as f32 with float4 (128-bit) accesses, scalar head/tail for any n and offset"),
 ]
@@ -22,7 +23,7 @@ SIZES = [(1 << p,) for p in (20, 22, 24, 26)]
 def _vec_outputs(inputs, shape, dtype, offset=0):
     # y, then the scratch for the per-block pairs (not compared: reference returns y only)
     dev = str(inputs[0].device)
-    return [alloc(shape, dtype, offset, device=dev), alloc((2 * SCRATCH_PAIRS,), "f32", 0, device=dev)]
+    return [alloc(shape, dtype, offset, device=dev), alloc((2 + 2 * SCRATCH_PAIRS,), "f32", 0, device=dev)]  # (max, 1/sum), pairs
 
 
 def _vec_reference(inputs, shape, dtype):
