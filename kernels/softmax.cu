@@ -99,8 +99,8 @@ template <int N> constexpr int SM_FLAT = N == 1 ? 4 : 1;
 template <typename T, int N, int ACCESS>
 __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials(const T* __restrict__ x,
                                                                                  float* __restrict__ part,
-                                                                                 float* __restrict__ fin,
-                                                                                 unsigned* ticket, lk_split s) {
+                                                                                 float* __restrict__ fin, int slot,
+                                                                                 lk_split s) {
   __shared__ MS scratch[LK_WARP];
   __shared__ bool last;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials
   acc = block_reduce_ms(acc, scratch);
   if (threadIdx.x == 0) {
     part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
-    last = lk_ticket(ticket, gridDim.x - 1) == gridDim.x - 1;
+    last = lk_ticket(&lk_grid_ticket[slot], gridDim.x - 1) == gridDim.x - 1;
   }
   __syncthreads();
   if (!last) return;
@@ -168,8 +168,8 @@ __global__ void __launch_bounds__(SM_THREADS) softmax_normalize(const T* __restr
 // per-block (max, sum) pairs (any alignment: read as floats). Partials blocks are capped by it too.
 template <typename T, int N, int ACCESS>
 static void softmax_pair(const T* x, T* y, float* scratch, int64_t blocks, lk_split s, cudaStream_t stream) {
-  softmax_partials<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, scratch + 2, scratch,
-                                                                    &lk_grid_ticket[lk_grid_slot(stream)], s);
+  // the ticket is the module's device memory: the kernel takes its address, the host only the slot
+  softmax_partials<T, N, ACCESS><<<blocks, SM_THREADS, 0, stream>>>(x, scratch + 2, scratch, lk_grid_slot(stream), s);
   int64_t grid = ceil_div<int64_t>(s.packs, int64_t(SM_THREADS) * SM_FLAT<N>);
   const int64_t edges = ceil_div<int64_t>(s.head + s.tail, SM_THREADS);  // the edges' threads, counted from block 0
   grid = grid > edges ? grid : edges;
