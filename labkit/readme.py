@@ -242,9 +242,11 @@ def block_tests(root, args) -> str:
         t = _json(d / "tests.json")
         for run in (t or {}).get("runs", []):
             note = f" ({run['note']})" if run.get("note") else ""
-            rows.append([t["gpu"], f"`{run['command']}`", run["summary"] + note, run.get("date", t["date"])[:10],
+            rc = run["returncode"]  # a sanitizer's verdict or an interruption can fail a step whose tests passed
+            passed = "yes" if rc == 0 else f"no (exit {rc})" if isinstance(rc, int) else f"no ({rc or 'not run'})"
+            rows.append([t["gpu"], f"`{run['command']}`", run["summary"] + note, passed, run.get("date", t["date"])[:10],
                          run.get("commit", t["commit"])])
-    return _table(["GPU", "command", "result", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
+    return _table(["GPU", "command", "result", "passed", "date", "commit"], rows) + "\n" if rows else "_none yet_\n"
 
 
 def block_json(root, args) -> str:

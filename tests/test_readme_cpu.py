@@ -204,3 +204,19 @@ def test_axis_block_pairs_two_values_per_shape_and_state_and_names_gpus_without_
     assert "| 4096x4096 | cold | 30.00 | 31.50 | 0.952x floats=32 (" in out and ") FASTER |" in out, out
     assert "(`labkit sweep tune-x`), softmax_rows f16x8 f16, event time µs" in out
     assert "Not recorded yet in results/{b}/ (`labkit sweep tune-x` there)." in out
+
+
+def test_the_tests_block_says_whether_each_step_passed(tmp_path):
+    """A step whose tests passed can still fail (its sanitizer's verdict, an interruption, not run):
+    the block shows that beside pytest's summary."""
+    import json
+
+    g = tmp_path / "g"
+    g.mkdir()
+    run = {"step": "racecheck", "command": "c", "summary": "132 passed; 0 in it", "date": "2026-11-28", "commit": "c"}
+    runs = [dict(run, returncode=0), dict(run, returncode="sanitizer: the planted race was not reported"),
+            dict(run, returncode="timeout"), dict(run, returncode=1), dict(run, returncode=None)]
+    (g / "tests.json").write_text(json.dumps({"gpu": "G", "date": "2026-11-28", "commit": "c", "runs": runs}))
+    out = readme.render("<!-- data:tests -->\n<!-- /data -->\n", tmp_path)
+    for passed in ("yes", "no (sanitizer: the planted race was not reported)", "no (timeout)", "no (exit 1)", "no (not run)"):
+        assert f"| G | `c` | 132 passed; 0 in it | {passed} | 2026-11-28 | c |" in out, out

@@ -234,6 +234,8 @@ def test_a_step_runs_in_parts_each_kept_apart():
     assert argv[argv.index("-n") + 1] == "4"
     assert argv[argv.index("-k") + 1] == "(test_variant_matches or misaligned or bad) and (sgemm or softmax)"
     assert command("timing", 4, "reconcile")[-2:] == ["-k", "reconcile"] and "-n" not in command("timing")
+    race = command("racecheck", None, "softmax")  # every part of racecheck keeps its planted race
+    assert race[race.index("-k") + 1].endswith(") and (softmax)) or test_sanitizer_canary_race")
     assert command("tests") == __import__("labkit.benchmarks.gpu_tests", fromlist=["STEPS"]).STEPS["tests"]
 
     def f(date, *runs):
