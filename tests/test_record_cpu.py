@@ -68,10 +68,28 @@ def test_a_step_whose_output_outlives_it_is_not_waited_for():
     assert "2 passed in 1s" in out and "still held its output: not waited for" in out
 
 
-def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run_once_more(tmp_path, monkeypatch):
+def test_a_sanitizer_step_that_dies_before_any_outcome_ended_at_startup():
+    """The start-up failure can also end the step (the H200 racecheck at bba28cd2ea79: SIGSEGV after
+    'bringing up nodes...'): run_step says so, and main runs it once more as it does a hang; a step
+    that failed after outcomes, or one not watched for start-up, keeps its exit code."""
+    import sys
+
+    from labkit.benchmarks import gpu_tests
+
+    died = "import os, signal\nprint('bringing up nodes...', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    out, rc = gpu_tests.run_step([sys.executable, "-c", died], timeout=30, grace=2, startup_s=20)
+    assert rc == f"ended at startup (exit -{int(__import__('signal').SIGSEGV)})" and "bringing up nodes" in out
+    assert gpu_tests.run_step([sys.executable, "-c", died], timeout=30, grace=2)[1] == -int(__import__("signal").SIGSEGV)
+    failed = "import sys\nprint('..F. [100%]', flush=True)\nsys.exit(1)\n"
+    assert gpu_tests.run_step([sys.executable, "-c", failed], timeout=30, grace=2, startup_s=20)[1] == 1
+
+
+@pytest.mark.parametrize("first_try", ["hangs", "dies"])
+def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run_once_more(tmp_path, monkeypatch,
+                                                                                           first_try):
     """The xdist workers under compute-sanitizer at times never start ('bringing up nodes...', then
-    nothing until the step's limit): such a try is stopped after STARTUP_S, its logs set aside, and the
-    step runs again; a step whose tests report outcomes is left alone."""
+    nothing until the step's limit, or the step dies): such a try is stopped after STARTUP_S (or has
+    ended), its logs set aside, and the step runs again; a step whose tests report outcomes is left alone."""
     import json
     import os
     import sys
@@ -94,6 +112,9 @@ def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run
         "print('bringing up nodes...', flush=True)\nif first:\n    try:\n        time.sleep(60)\n"
         "    except KeyboardInterrupt:\n        print('no tests ran in 1.00s'); sys.exit(2)\n"
         "print('....')\nprint('==== 4 passed in 1s ====')\n")
+    if first_try == "dies":  # as the H200 racecheck at bba28cd2ea79: SIGSEGV before any outcome
+        src = (bin_ / "compute-sanitizer").read_text()
+        (bin_ / "compute-sanitizer").write_text(src.replace("time.sleep(60)", "os.kill(os.getpid(), 11)"))
     (bin_ / "compute-sanitizer").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setitem(gpu_tests.STEPS, "memcheck", ["compute-sanitizer", "-n", "4", "{logs}"])
@@ -106,9 +127,11 @@ def test_a_sanitizer_step_whose_workers_never_start_is_stopped_set_aside_and_run
     res = gpu_tests.main(["--logs", str(logs), "--steps", "memcheck", "--budget-s", "120"])
     (run,) = res["runs"]
     assert time.monotonic() - t0 < 30 and run["returncode"] == 0
+    first = ("showed no test's outcome in 1 s and was stopped" if first_try == "hangs"
+             else "ended before any test's outcome (exit -11)")
     assert run["summary"] == ("4 passed in 1s; memcheck: 0 errors in the final summary, 0 reports; a first try "
-                              "showed no test's outcome in 1 s and was stopped (its logs in hung/), this is the second")
-    assert "no tests ran" in (logs / "hung" / "pytest-memcheck.log").read_text()
+                              f"{first} (its logs in hung/), this is the second")
+    assert ("no tests ran" if first_try == "hangs" else "bringing up") in (logs / "hung" / "pytest-memcheck.log").read_text()
     assert len(list((logs / "hung").glob("sanitizer-memcheck.*.log"))) == 1  # the first try's, apart
     assert json.loads((tmp_path / "res" / "g" / "tests.json").read_text())["runs"][0]["summary"] == run["summary"]
     assert "this_call" not in json.loads((tmp_path / "res" / "g" / "tests.json").read_text())

@@ -133,13 +133,15 @@ def command(step: str, workers: int | None = None, select: str | None = None) ->
 # f85d93b; H200 3bc0065f9339 twice in one session, 210-230 s each, where the same step then passed in
 # 86-104 s). A run that shows no outcome in STARTUP_S is stopped and run again once, if time allows.
 STARTUP_S = 90
+STARTUP_HANG, STARTUP_FAIL = "hung at startup", "ended at startup"  # either is set aside and run once more
 PROGRESS = re.compile(r"(?m)^[.sFExX]+(?:\s|\[|$)")  # pytest -q's outcome characters, a line of them
 
 
 def run_step(argv: list, timeout: float, grace: float = 45, startup_s: float | None = None) -> tuple[str, int | str]:
-    """(output, exit code, 'timeout' or 'hung at startup'). At the timeout, or after `startup_s` without
-    a test's outcome (PROGRESS), the step's process group gets SIGINT, as Ctrl-C would: pytest stops,
-    prints its summary of what ran, and the sanitizer its report, within `grace` seconds (then SIGKILL)."""
+    """(output, exit code, 'timeout', 'hung at startup' or 'ended at startup (exit N)'). At the timeout,
+    or after `startup_s` without a test's outcome (PROGRESS), the step's process group gets SIGINT, as
+    Ctrl-C would: pytest stops, prints its summary of what ran, and the sanitizer its report, within
+    `grace` seconds (then SIGKILL). With `startup_s`, a step that fails before any outcome ended at startup."""
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     chunks: list = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: p.stdout.read1(1 << 16), b"")), daemon=True)
@@ -152,7 +154,7 @@ def run_step(argv: list, timeout: float, grace: float = 45, startup_s: float | N
         except subprocess.TimeoutExpired:
             took = time.monotonic() - t0
         started = started or bool(PROGRESS.search(b"".join(chunks).decode(errors="replace")))
-        why = "timeout" if took > limit else "hung at startup" if not started and took > startup_s else None
+        why = "timeout" if took > limit else STARTUP_HANG if not started and took > startup_s else None
     if why:
         os.killpg(p.pid, signal.SIGINT)  # the group outlives its leader only as long as a member lives: p is unreaped
         try:
@@ -166,7 +168,12 @@ def run_step(argv: list, timeout: float, grace: float = 45, startup_s: float | N
     if reader.is_alive():
         chunks.append(b"\n[gpu_tests: the step ended but a process outside its group still held its output:"
                       b" not waited for]\n")
-    return b"".join(list(chunks)).decode(errors="replace"), why or p.returncode
+    out = b"".join(list(chunks)).decode(errors="replace")
+    # the same start-up failure can end the step instead: the H200 racecheck at bba28cd2ea79 died of
+    # SIGSEGV (exit -11) after "bringing up nodes...", before any test's outcome
+    if why is None and startup_s is not None and p.returncode != 0 and not PROGRESS.search(out):
+        why = f"{STARTUP_FAIL} (exit {p.returncode})"
+    return out, why or p.returncode
 
 
 def main(argv=None) -> dict:
@@ -210,10 +217,12 @@ def main(argv=None) -> dict:
         watch = STARTUP_S if argv_[0] == "compute-sanitizer" and "-n" in argv_ else None
         log, rc = run_step(argv_, left, startup_s=watch)
         retried = ""
-        if rc == "hung at startup":  # its log and sanitizer reports kept apart; once more if there is time
+        if isinstance(rc, str) and rc.startswith((STARTUP_HANG, STARTUP_FAIL)):  # its logs kept apart; once more
             _set_aside(logs, step, log)
             left = t_end - time.monotonic()
-            retried = (f"; a first try showed no test's outcome in {STARTUP_S} s and was stopped (its logs in hung/), "
+            first = (f"showed no test's outcome in {STARTUP_S} s and was stopped" if rc == STARTUP_HANG
+                     else f"ended before any test's outcome ({rc.split('(')[-1].rstrip(')')})")
+            retried = (f"; a first try {first} (its logs in hung/), "
                        + ("this is the second" if left >= 60 else f"{left:.0f} s left: not tried again"))
             if left >= 60:
                 log, rc = run_step(argv_, left, startup_s=watch)
