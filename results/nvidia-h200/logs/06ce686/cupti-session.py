@@ -11,6 +11,8 @@ once without and once with kernel time, in one process per mode:
                   times of the run with the session open against the run without (the session must not
                   slow the event phase)
     cupti-python  labkit's Activity backend: enable, flush and disable, and the buffer callback, timed
+    (cupti-python's wheel is no longer in .whl: carry .whl-extra too and
+     python3 -m pip install -q --no-deps --target /tmp/site .whl-extra/cupti_python-*.whl)
     for m in kineto held cupti-python; do LABKIT_CUPTI=$( [ $m = cupti-python ] && echo $m || echo kineto ) \
         PYTHONPATH=. python3 cupti-session.py $m; done"""
 import statistics
