@@ -10,7 +10,9 @@
 //   plain flat      read one-wave grid-stride + the w16-shaped copy (one pack a thread)
 //   shipped         softmax_partials + softmax_normalize (kernels/softmax.cu)
 //   flat PTn [fwd]  partials with the merge, then normalize_flat<PT> (reverse block order unless fwd)
-// nvcc -O3 -arch=sm_90 -std=c++17 -I kernels softmax-shape.cu -o /tmp/ss && /tmp/ss
+// nvcc -O3 -arch=sm_90 -std=c++17 -I kernels softmax-shape.cu -o /tmp/ss && /tmp/ss [log2 n]
+// (kernels/softmax.cu as of 5a55846ece28: since bba28cd2ea79 it ships the flat normalize, other signatures;
+//  mkdir -p /tmp/oldk && git show 5a55846ece28:kernels/softmax.cu > /tmp/oldk/softmax.cu, then -I /tmp/oldk -I kernels)
 #include "softmax.cu"
 #include "lk_grid.cuh"
 #include <algorithm>
@@ -19,7 +21,7 @@
 #include <vector>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
-constexpr int SETS = 3, FT = 256;
+constexpr int FT = 256;
 
 // the shipped partials loop (2 packs a round), then the grid's merge in its last block: fin = (max, 1/sum)
 __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) partials_merge(const float4* __restrict__ x, float* __restrict__ part,
@@ -93,22 +95,25 @@ __global__ void flush_read(const int4* __restrict__ b, int64_t n, int* sink) {
   if (acc == 0x12345678) *sink = acc;
 }
 
-int main() {
+int main(int argc, char** argv) {  // argv[1]: log2 of the values (default 26, the run of its log)
   int dev = 0, sms = 0, l2 = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   CK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, dev));
-  const int64_t n = int64_t(1) << 26, packs = n / 4;
+  const int64_t n = int64_t(1) << (argc > 1 ? atoi(argv[1]) : 26), packs = n / 4;
   const int grid = sms * SM_BLOCKS_PER_SM;
-  float *x[SETS], *y[SETS], *part, *fin; unsigned* ticket; int* sink; int4* fb;
+  // rotating: enough (x, y) sets that they span >= 3 L2 (3 at 2^26, the run of its log)
+  const int sets = std::max<int64_t>(3, (3 * int64_t(l2) + 8 * n - 1) / (8 * n));
+  std::vector<float*> x(sets), y(sets);
+  float *part, *fin; unsigned* ticket; int* sink; int4* fb;
   const int64_t fbn = 2LL * l2 / 16;
-  for (int i = 0; i < SETS; ++i) { CK(cudaMalloc(&x[i], n * 4)); CK(cudaMalloc(&y[i], n * 4)); }
+  for (int i = 0; i < sets; ++i) { CK(cudaMalloc(&x[i], n * 4)); CK(cudaMalloc(&y[i], n * 4)); }
   CK(cudaMalloc(&part, 2 * grid * 4)); CK(cudaMalloc(&fin, 16)); CK(cudaMalloc(&ticket, 4)); CK(cudaMemset(ticket, 0, 4));
   CK(cudaMalloc(&sink, 64)); CK(cudaMalloc(&fb, fbn * 16)); CK(cudaMemset(fb, 0, fbn * 16));
   std::vector<float> hx(n);
   srand(1);
-  for (int i = 0; i < SETS; ++i) {
+  for (int i = 0; i < sets; ++i) {
     for (int64_t k = 0; k < n; ++k) hx[k] = (rand() % 20001 - 10000) * 1e-3f;
     CK(cudaMemcpy(x[i], hx.data(), n * 4, cudaMemcpyHostToDevice));
   }
@@ -118,7 +123,7 @@ int main() {
   cudaStream_t s; CK(cudaStreamCreate(&s));
   cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
   lk_split sp{0, packs, 0, true};
-  printf("%s, %d SMs, L2 %d MiB; softmax f32 2^26 values: x read twice + y written = %.0f MB a launch\n", prop.name, sms, l2 >> 20, 3.0 * n * 4 / 1e6);
+  printf("%s, %d SMs, L2 %d MiB; softmax f32 %lld values: x read twice + y written = %.0f MB a launch\n", prop.name, sms, l2 >> 20, (long long)n, 3.0 * n * 4 / 1e6);
   const char* names[] = {"plain grid (read + copy)", "plain flat (read + w16 copy)", "shipped", "flat PT1", "flat PT2", "flat PT4",
                          "flat PT2 fwd"};
   for (int mode = 0; mode < 7; ++mode) {
@@ -145,8 +150,8 @@ int main() {
     };
     if (mode > 1) {  // checked before timing: poisoned output, every element against float64
       for (int rep = 0; rep < 2; ++rep) {
-        CK(cudaMemset(y[SETS - 1], 0xff, n * 4)); run(SETS - 1); CK(cudaStreamSynchronize(s));
-        std::vector<float> got(n); CK(cudaMemcpy(got.data(), y[SETS - 1], n * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemset(y[sets - 1], 0xff, n * 4)); run(sets - 1); CK(cudaStreamSynchronize(s));
+        std::vector<float> got(n); CK(cudaMemcpy(got.data(), y[sets - 1], n * 4, cudaMemcpyDeviceToHost));
         int64_t bad = 0;
         for (int64_t k = 0; k < n; ++k) {
           const double want = std::exp(double(hx[k]) - mx) / sum;
@@ -159,13 +164,13 @@ int main() {
       std::vector<float> cold, rot;
       for (int i = 0; i < 43; ++i) {
         flush_read<<<sms * 4, 512, 0, s>>>(fb, fbn, sink);
-        CK(cudaEventRecord(e0, s)); run(i % SETS); CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
+        CK(cudaEventRecord(e0, s)); run(i % sets); CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
         float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (i >= 3) cold.push_back(ms * 1e3f);
       }
       for (int r = 0; r < 12; ++r) {
-        for (int i = 0; i < 6; ++i) run(i % SETS);
+        for (int i = 0; i < 6; ++i) run(i % sets);
         CK(cudaEventRecord(e0, s));
-        for (int i = 0; i < 30; ++i) run(i % SETS);
+        for (int i = 0; i < 30; ++i) run(i % sets);
         CK(cudaEventRecord(e1, s)); CK(cudaEventSynchronize(e1));
         float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); if (r >= 2) rot.push_back(ms * 1e3f / 30);
       }
