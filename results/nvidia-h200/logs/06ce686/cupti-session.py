@@ -104,7 +104,6 @@ if MODE == "held" and Held.prof is not None:
     recs = Held.prof.stop()
     took = time.perf_counter() - t0
     pairs = cupti.split(recs)
-    n_samples = Held.loops * timing.CUPTI_SAMPLES  # graph states run CUPTI_GRAPHS: counted apart below
     inside = sum(len(p[1]) for p in pairs) if pairs else 0
     markers = sum(1 for r in recs if cupti.BEGIN in r[0] or cupti.END in r[0])
     print(f"held: the session's stop + records {took * 1e3:.0f} ms, {len(recs)} records, {markers} markers, "
