@@ -1,4 +1,4 @@
-// Grid-wide helpers of the one-pass reductions (reduce.cu, dot.cu, histogram.cu): a grid the GPU
+// Grid-wide helpers of the one-pass reductions (reduce.cu, dot.cu, histogram.cu) and softmax.cu's merge:
 // holds at once, counted from the kernel's own occupancy, and a finish without a second kernel.
 #pragma once
 #include "labkit.cuh"
