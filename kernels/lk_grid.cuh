@@ -1,5 +1,6 @@
-// Grid-wide helpers of the one-pass reductions (reduce.cu, dot.cu, histogram.cu) and softmax.cu's merge:
-// holds at once, counted from the kernel's own occupancy, and a finish without a second kernel.
+// Grid-wide helpers of the one-pass reductions (reduce.cu, dot.cu, histogram.cu) and of softmax.cu's
+// merge: a grid the GPU holds at once, counted from the kernel's own occupancy, and a finish without a
+// second kernel.
 #pragma once
 #include "labkit.cuh"
 
