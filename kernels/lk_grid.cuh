@@ -50,24 +50,28 @@ __device__ __forceinline__ unsigned lk_ticket(unsigned* ticket, unsigned last) {
   return old;
 }
 
+// Called by every thread of a block once thread 0 has stored the block's part: thread 0 takes the
+// ticket (its release publishes that store), and the block that takes the last one gets true in
+// every thread; the barrier orders its threads' loads of the parts after thread 0's acquire. The
+// parts are read from L2 (__ldcg), where the other SMs' writes are.
+__device__ __forceinline__ bool lk_last_block(int slot) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = lk_ticket(&lk_grid_ticket[slot], gridDim.x - 1) == gridDim.x - 1;
+  __syncthreads();
+  return last;
+}
+
 // Called by every thread of every block with the block's sum (block_reduce_sum's result). Each
 // block leaves its sum in its slot's part[blockIdx.x]; the block that takes the last ticket adds
 // them in block order (the same total on every run, unlike float atomics) and returns true, with
-// the total in every thread. The last block reads the partials from L2 (__ldcg), where the other
-// SMs' writes are; the barrier orders its threads' loads after thread 0's acquire.
+// the total in every thread.
 template <int THREADS>
 __device__ __forceinline__ bool lk_last_block_sum(float block_sum, int slot, float* scratch, float& total) {
-  __shared__ bool last;
   float* part = lk_grid_part[slot];
-  if (threadIdx.x == 0) {
-    part[blockIdx.x] = block_sum;
-    last = lk_ticket(&lk_grid_ticket[slot], gridDim.x - 1) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return false;
+  if (threadIdx.x == 0) part[blockIdx.x] = block_sum;
+  if (!lk_last_block(slot)) return false;
   float s = 0.f;
   for (int i = threadIdx.x; i < int(gridDim.x); i += THREADS) s += __ldcg(part + i);
   total = block_reduce_sum<THREADS>(s, scratch);
   return true;
 }
-

@@ -102,7 +102,6 @@ __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials
                                                                                  float* __restrict__ fin, int slot,
                                                                                  lk_split s) {
   __shared__ MS scratch[LK_WARP];
-  __shared__ bool last;
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   MS acc{-INFINITY, 0.f};
@@ -124,13 +123,9 @@ __global__ void __launch_bounds__(SM_THREADS, SM_BLOCKS_PER_SM) softmax_partials
     ms_push(acc, f);
   }
   acc = block_reduce_ms(acc, scratch);
-  if (threadIdx.x == 0) {
-    part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
-    last = lk_ticket(&lk_grid_ticket[slot], gridDim.x - 1) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  MS m{-INFINITY, 0.f};  // the other SMs' pairs are in L2 (__ldcg), visible after the acquire
+  if (threadIdx.x == 0) part[2 * blockIdx.x] = acc.m, part[2 * blockIdx.x + 1] = acc.s;
+  if (!lk_last_block(slot)) return;
+  MS m{-INFINITY, 0.f};
   for (int i = threadIdx.x; i < int(gridDim.x); i += blockDim.x) m = ms_merge(m, MS{__ldcg(part + 2 * i), __ldcg(part + 2 * i + 1)});
   m = block_reduce_ms(m, scratch);
   if (threadIdx.x == 0) fin[0] = m.m, fin[1] = 1.f / m.s;
