@@ -249,3 +249,11 @@ def test_an_activity_backend_that_cannot_start_leaves_no_kind_on(fake_cupti):
     with pytest.raises(RuntimeError):
         cupti.Activity(fake_cupti).start()
     assert not fake_cupti.enabled
+
+
+def test_kernel_time_cost_counts_the_event_loops_of_a_run():
+    from labkit.benchmarks.kernel_time_cost import _event_loops
+
+    rows = [{"samples": 40, "stop_reason": "converged"}, {"samples": 900, "stop_reason": "budget"},
+            {"status": "error"}]
+    assert _event_loops(rows) == {"samples": 940, "on_budget": 1}

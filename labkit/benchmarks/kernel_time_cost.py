@@ -25,20 +25,31 @@ def main(argv=None) -> dict:
     a = ap.parse_args(argv)
     configs = get_sweep("seed000").configs({"budget_s": a.budget})
     cupti_backend = backend().name  # what every Probe of this run uses (LABKIT_CUPTI)
-    walls = {}
+    walls, loops = {}, {}
     for kt in (False, True) * a.repeat:  # interleaved: warm caches and clocks alike for both
         ex = session.Local(kernel_time=kt)
         t0 = time.perf_counter()
-        session.run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
+        rows = session.run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
         walls.setdefault(kt, []).append(time.perf_counter() - t0)
+        loops.setdefault(kt, []).append(_event_loops(rows))
     off, on = min(walls[False]), min(walls[True])
     res = {"configs": len(configs), "budget_s": a.budget, "wall_s_without": off, "wall_s_with": on,
            "extra": on / off - 1, "goal": 0.15, "cupti_backend": cupti_backend,
-           "runs": {str(k): v for k, v in walls.items()}, **provenance()}
+           "runs": {str(k): v for k, v in walls.items()},
+           "event_loops": {str(k): v for k, v in loops.items()}, **provenance()}
     print(f"{len(configs)} configurations: {off:.1f} s without kernel time, {on:.1f} s with it "
           f"({100 * res['extra']:+.1f} %, goal <= +15 %)")
+    for kt, per in loops.items():  # where the extra goes: the CUPTI phase, or longer event loops after it
+        print(f"  kernel time {'on ' if kt else 'off'}: " + "; ".join(
+            f"{p['samples']} event samples, {p['on_budget']} rows stopped on the budget" for p in per))
     write_json(a.out, res)
     return res
+
+
+def _event_loops(rows: list) -> dict:
+    """What the event loops of one run took: their samples and the rows that ran to the budget."""
+    return {"samples": sum(int(r.get("samples") or 0) for r in rows),
+            "on_budget": sum(r.get("stop_reason") == "budget" for r in rows)}
 
 
 if __name__ == "__main__":
