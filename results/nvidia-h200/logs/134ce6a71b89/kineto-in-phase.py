@@ -2,8 +2,11 @@
 ~10 ms inside a sweep's CUPTI phase (logs/06ce686). Here the phase itself (timing.measure, kernels=True, a
 short event loop after it) for torch's add f16 1024² in each cache state, 10 times each: the profiler's
 __exit__, the record reading, and what the records hold (device records, all events).
-    PYTHONPATH=. python3 kineto-in-phase.py"""
+    PYTHONPATH=. python3 kineto-in-phase.py [nocorr]
+(added after call4's run: `nocorr` starts kineto with _ExperimentalConfig(disable_external_correlation=True),
+whether kineto's stop then costs less per record)"""
 import statistics
+import sys
 import time
 from collections import Counter, defaultdict
 
@@ -35,6 +38,20 @@ def stop(self):
 
 
 cupti.Kineto.stop = stop
+if sys.argv[1:] == ["nocorr"]:
+    import warnings
+
+    from torch._C._profiler import _ExperimentalConfig
+    from torch.autograd.profiler import profile
+
+    def start(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._prof = profile(use_device="cuda", use_cpu=False, use_kineto=True,
+                                 experimental_config=_ExperimentalConfig(disable_external_correlation=True))
+            self._prof.__enter__()
+
+    cupti.Kineto.start = start
 a = torch.randn(1024, 1024, device="cuda", dtype=torch.float16)
 b, c = torch.randn_like(a), torch.empty_like(a)
 for mode in ("cold", "rotating", "hot"):
