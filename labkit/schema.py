@@ -80,6 +80,8 @@ for _f in (
     ("kernels", int, "", "kernel", "", "kernels per call"),
     ("overlap_us", float, "µs", "kernel", "", "graph states: how much back-to-back launches overlap"),
     ("cupti", str, "", "kernel", "", "same-launch, or failed: why"),
+    ("cupti_ms", float, "ms", "kernel", "", "host time of the CUPTI phase (its samples, the profiler's start, stop "
+                                           "and record reading): what the kernel time cost this row"),
     ("cupti_event_us", float, "µs", "kernel", "", "event time per launch of the samples CUPTI recorded (its cost inside)"),
     ("cupti_slowdown", float, "%", "kernel", "", "cupti_event_us over time_us - 1: what running under CUPTI added"),
     ("cupti_slowed", bool, "", "kernel", "table explorer", "cupti_slowdown above max(0.5 µs, 3 %): kernel_us is "

@@ -338,7 +338,8 @@ def graph_batch(fns, hot_target_s: float = HOT_TARGET_S) -> int:
 def _cupti_phase(before, body, state, batch) -> dict:
     """The first CUPTI_SAMPLES (graph: CUPTI_GRAPHS) samples under CUPTI: their kernels
     (labkit.cupti.per_launch) and their own event time per launch (`cupti_event_us`, CUPTI's cost
-    included), or {'cupti': 'failed: ...'}."""
+    included), or {'cupti': 'failed: ...'}; either with `cupti_ms`, the phase's host time."""
+    t0 = time.perf_counter()
     with Probe() as probe:
         n = CUPTI_GRAPHS if state.graph else CUPTI_SAMPLES
         # one sample a blocked group: a sample's marker kernels double the work queued behind the one
@@ -349,6 +350,7 @@ def _cupti_phase(before, body, state, batch) -> dict:
     out = per_launch(probe, per, first.kept, batch, state.graph)
     if "kernel_us" in out:
         out["cupti_event_us"] = float(np.median(per)) * 1e6
+    out["cupti_ms"] = 1e3 * (time.perf_counter() - t0)
     return out
 
 

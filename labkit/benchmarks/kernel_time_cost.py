@@ -41,15 +41,22 @@ def main(argv=None) -> dict:
           f"({100 * res['extra']:+.1f} %, goal <= +15 %)")
     for kt, per in loops.items():  # where the extra goes: the CUPTI phase, or longer event loops after it
         print(f"  kernel time {'on ' if kt else 'off'}: " + "; ".join(
-            f"{p['samples']} event samples, {p['on_budget']} rows stopped on the budget" for p in per))
+            f"{p['samples']} event samples, {p['on_budget']} rows stopped on the budget"
+            + (", CUPTI phases " + ", ".join(f"{m} {t:.1f} s" for m, t in p["cupti_s"].items()) if p["cupti_s"] else "")
+            for p in per))
     write_json(a.out, res)
     return res
 
 
 def _event_loops(rows: list) -> dict:
-    """What the event loops of one run took: their samples and the rows that ran to the budget."""
+    """What one run's loops took: the event loops' samples and rows that ran to the budget, and the
+    CUPTI phases' host seconds per cache state (none without kernel time)."""
+    cupti = {}
+    for r in rows:
+        if r.get("cupti_ms") is not None:
+            cupti[r.get("mode")] = cupti.get(r.get("mode"), 0.0) + r["cupti_ms"] * 1e-3
     return {"samples": sum(int(r.get("samples") or 0) for r in rows),
-            "on_budget": sum(r.get("stop_reason") == "budget" for r in rows)}
+            "on_budget": sum(r.get("stop_reason") == "budget" for r in rows), "cupti_s": cupti}
 
 
 if __name__ == "__main__":
