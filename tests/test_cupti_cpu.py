@@ -143,6 +143,7 @@ def test_cupti_records_the_first_groups_and_time_us_comes_after_it(stream, monke
     assert phases == [True] * n_cupti + [False] * 48
     assert m.kernels["cupti"] == "same-launch" and m.kernels["kernel_us"] == pytest.approx(4.3)
     assert m.kernels["cupti_event_us"] == pytest.approx(4.8)  # its samples' own events: kernel <= event
+    assert m.kernels["cupti_ms"] > 0  # the phase's host time: what the row's kernel time cost
     assert len(m.samples_s) == 48 and m.summary.median * 1e6 == pytest.approx(4.5)  # CUPTI off
 
 

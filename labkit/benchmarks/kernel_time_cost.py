@@ -1,6 +1,8 @@
 """What recording the CUPTI kernel time costs a sweep: seed 000's configurations run twice in one
 process, with and without `kernel_us` (CUPTI over the timed loop itself and its marker kernels,
-labkit.cupti, through the backend LABKIT_CUPTI picks), wall time of each (goal: <= 15 % more with it).
+labkit.cupti, through the backend LABKIT_CUPTI picks), wall time of each (goal: <= 15 % more with it),
+and where the extra goes: each run's event samples (do the loops after the CUPTI phase run longer?)
+and its CUPTI phases' host seconds per cache state (the rows' `cupti_ms`).
 
     python -m labkit.benchmarks.kernel_time_cost --out results/<gpu>/kernel-time-cost.json"""
 from __future__ import annotations
