@@ -44,7 +44,7 @@ from .stats import StopRule, Summary, summarize
 
 BLOCK_TIMEOUT_S = 2.0        # the blocking kernel gives up after this (a group enqueues in ~1 ms)
 CUPTI_SAMPLES = 32           # samples recorded under CUPTI before the event samples: launches of an event state
-CUPTI_GRAPHS = 2             # ... and of a graph state, graph replays
+CUPTI_GRAPHS = 1             # ... and of a graph state, graph replays (each ~HOT_TARGET_S of launches, up to 1000 records)
 _flush_buf: dict = {}
 
 
