@@ -98,9 +98,11 @@ RELATIONS = (
              "the same allocations in the same order, so their buffers sit at the same places (CUPTI over 2 or 40 "
              "groups and Nsight Systems read add f16 1024² and 2048² cold-dirty within 0.4 % on both GPUs, "
              "logs/14a09f5edc18/cupti-vs-nsys-same-layout.log). labkit's CUPTI reads 32 launches of an event "
-             "state (2 graph replays), Nsight Systems all of them: at 9b25e3654f43 38 of 40 within 2 % on the "
-             "H100 (torch 1024² cold +2.1, hot +2.3 %), 37 of 40 on the H200 (1024² rotating +2.1, torch 2048² "
-             "cold-dirty -2.3, torch 4096² hot +2.1 %)"),
+             "state (one graph replay, ~2 ms of launches), Nsight Systems all of them: at 9b25e3654f43 (two "
+             "replays) 38 of 40 within 2 % on the H100 (torch 1024² cold +2.1, hot +2.3 %), 37 of 40 on the H200 "
+             "(1024² rotating +2.1, torch 2048² cold-dirty -2.3, torch 4096² hot +2.1 %); with one replay at "
+             "152fa4709bd7 36 of 40 on the H200 (torch 1024² cold -2.3, f16x8_pack 2048² hot -2.2, torch 2048² "
+             "cold-dirty -2.3, torch 4096² rotating +2.0 %: logs/152fa4709bd7/call2/reconcile.log)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} CUPTI, same allocations as nsys", "≈", 0.02,
              "the same clock in two processes that allocate differently (the reconcile's allocates other "
              "states' and harnesses' buffers first), and a short kernel's time depends on where its buffers sit: "
