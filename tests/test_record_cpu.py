@@ -472,3 +472,26 @@ def test_aa_rows_that_are_not_pairs_are_refused_by_name():
 
     with pytest.raises(ConfigError, match="A/A rows come in A/B pairs; got 3 rows"):
         from_rows([{}] * 3)
+
+
+def test_the_reconcile_stage_starts_afresh_at_a_new_commit_and_resumes_its_own(tmp_path):
+    """reconcile.json is a table ({"configs": [...]}, each configuration with its commit), not rows: the
+    stage declares it, supersede() moves a table of another commit aside (the reconcile, which resumes
+    what its file holds, then measures every configuration) and keeps one of this commit; a stage cut
+    off gets the old table back."""
+    import json
+
+    stage = {s.name: s for s in record.stages(0.25)}["reconcile"]
+    assert stage.appends == ("{res}/reconcile.json",) and "--fresh" not in stage.cmd
+    logs = tmp_path / "logs"
+    table = tmp_path / "reconcile.json"
+    table.write_text(json.dumps({"configs": [{"op": "add", "commit": "new"}, {"op": "add", "commit": "0ld"}]}))
+    assert record.supersede([table], "new", logs) == [table] and not table.exists()
+    table.write_text(json.dumps({"configs": [{"op": "add", "commit": "new"}]}))  # what the cut-off stage wrote
+    assert record.restore([table], logs) == [table]
+    assert json.loads(table.read_text())["configs"][1]["commit"] == "0ld"
+    assert json.loads((logs / "partial" / "reconcile.json.partial").read_text())["configs"][0]["commit"] == "new"
+    table.write_text(json.dumps({"configs": [{"op": "add", "commit": "new"}]}))
+    assert record.supersede([table], "new", logs) == [] and table.exists()
+    table.write_text("{cut off")  # left for the stage, which names the file
+    assert record.supersede([table], "new", logs) == [] and table.exists()

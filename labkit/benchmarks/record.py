@@ -3,10 +3,12 @@
     python -m labkit.benchmarks.record --deadline 540 --logs DIR [--pack FILE.tgz] [--skip STAGE ...]
                                        [--only STAGE ...  (these, in this order)]
 
-Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, launch
-cost, kernel-time cost, access width, the zoo and tuning sweeps (sgemm's tiles, then sgemm against
-cuBLAS), the sanitizers, explorer and worker latency. Each stage is a command of its own (its output
-in DIR/<stage>.log); a sweep's results file holding rows of another commit is moved to DIR/superseded/
+Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, the A/A
+test, launch cost, the sanitizers, the reconcile with nvbench, triton and Nsight Systems, access width,
+the zoo and tuning sweeps (sgemm's tiles, then sgemm against cuBLAS), kernel-time cost, explorer
+latency, the Nsight summary, Dask. Each stage is a command of its own (its output
+in DIR/<stage>.log); a results file holding rows (a sweep's, or reconcile's configurations) of another
+commit is moved to DIR/superseded/
 first, so the file holds one recording, and put back if the stage does not finish (its rows then go to
 DIR/partial/); a stage that would not fit in the time left is skipped and listed in
 DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
@@ -71,6 +73,9 @@ def stages(budget: float) -> list:
                            "--budget-s", "{cap:240}"], 100),
         Stage("racecheck", [PY, "-m", "labkit.benchmarks.gpu_tests", "--logs", "{logs}", "--steps", "racecheck",
                             "--budget-s", "{cap:320}"], 120),
+        # every harness on issue 22's configurations; it resumes a file of this commit, and supersede()
+        # moves one of another commit aside (its configurations carry their commit as rows do)
+        Stage("reconcile", [PY, "-m", "labkit.benchmarks.reconcile"], 480, ("{res}/reconcile.json",)),
         _sweep("access-width", ["access-width"], one, 40),
         _sweep("zoo", zoo(), one, 260),
         Stage("floors", [PY, "-m", "labkit.benchmarks.floors", "--out", "{res}/floors.json"], 20),
@@ -100,7 +105,7 @@ def supersede(files, commit, logs: Path) -> list:
     moved = []
     for f in files:
         try:
-            rows = load_rows(f, follow=False) if os.path.lexists(f) else []
+            rows = _recorded(f) if os.path.lexists(f) else []
         except LabkitError:  # a link or no regular file: left for the stage, whose sweep refuses it by name
             continue
         if any(r.get("commit") != commit for r in rows):
@@ -108,6 +113,19 @@ def supersede(files, commit, logs: Path) -> list:
             f.replace(logs / "superseded" / f"{f.name}.superseded")
             moved.append(f)
     return moved
+
+
+def _recorded(f: Path) -> list:
+    """What a results file records, each with its commit: a sweep's rows, or the configurations of a
+    table of them ({"configs": [...]}, reconcile.json). A table that does not parse is left to its stage."""
+    if f.suffix == ".json" and not f.is_symlink():
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError) as e:
+            raise LabkitError(f"{f}: {e}") from None
+        if isinstance(data, dict):
+            return data.get("configs", [])
+    return load_rows(f, follow=False)
 
 
 def restore(moved, logs: Path) -> list:
