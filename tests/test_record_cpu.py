@@ -495,3 +495,14 @@ def test_the_reconcile_stage_starts_afresh_at_a_new_commit_and_resumes_its_own(t
     assert record.supersede([table], "new", logs) == [] and table.exists()
     table.write_text("{cut off")  # left for the stage, which names the file
     assert record.supersede([table], "new", logs) == [] and table.exists()
+
+
+def test_a_linked_reconcile_table_is_left_to_its_stage(tmp_path):
+    """A results file that is a symlink is not read through (as for a sweep's rows): left where it is."""
+    import json
+
+    real = tmp_path / "elsewhere.json"
+    real.write_text(json.dumps({"configs": [{"op": "add", "commit": "0ld"}]}))
+    table = tmp_path / "reconcile.json"
+    table.symlink_to(real)
+    assert record.supersede([table], "new", tmp_path / "logs") == [] and table.is_symlink()

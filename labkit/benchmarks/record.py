@@ -6,11 +6,10 @@
 Stages: build, ceilings, timing agreement (events / CUPTI / nsys), seed 000, the GPU tests, the A/A
 test, launch cost, the sanitizers, the reconcile with nvbench, triton and Nsight Systems, access width,
 the zoo and tuning sweeps (sgemm's tiles, then sgemm against cuBLAS), kernel-time cost, explorer
-latency, the Nsight summary, Dask. Each stage is a command of its own (its output
-in DIR/<stage>.log); a results file holding rows (a sweep's, or reconcile's configurations) of another
-commit is moved to DIR/superseded/
-first, so the file holds one recording, and put back if the stage does not finish (its rows then go to
-DIR/partial/); a stage that would not fit in the time left is skipped and listed in
+latency, the Nsight summary, Dask. Each stage is a command of its own (its output in DIR/<stage>.log);
+a results file holding rows (a sweep's, or reconcile's configurations) of another commit is moved to
+DIR/superseded/ first, so the file holds one recording, and put back if the stage does not finish (its
+rows then go to DIR/partial/); a stage that would not fit in the time left is skipped and listed in
 DIR/record.json. Results go to results/<gpu>/ (or $LABKIT_RESULTS); with --pack, results and logs
 are packed after every stage, so a run that is cut off still leaves what it measured."""
 from __future__ import annotations

@@ -1,12 +1,6 @@
 #!/bin/bash
 # bash .whl/next2.sh COMMIT: issue 25's reduce-finish probe, issue 22's CUPTI-phase cost with CUPTI_GRAPHS=1
-source .whl/env.sh
-python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "pip -e failed" >&2
-export LABKIT_COMMIT=$1
-L=/tmp/L/$1/call${2:-1}; rm -rf /tmp/L; mkdir -p $L
-pack() { tar czf $OUT/call.tgz -C /tmp/L . ; }
-nvidia-smi > $L/gpu.txt 2>&1
-t0=$SECONDS; st() { pack; echo "[$((SECONDS - t0)) s] $*"; }
+. .whl/lib.sh "$1" "${2:-1}"
 st build; python3 -m labkit.cli build > $L/build.log 2>&1; tail -1 $L/build.log
 st reduce-finish
 nvcc -O3 -arch=sm_90 -std=c++17 -I kernels results/nvidia-h200/logs/next/reduce-finish.cu -o /tmp/rf > $L/reduce-finish.log 2>&1
@@ -17,7 +11,7 @@ st kineto-in-phase
 st kernel-time-cost
 timeout 150 python3 -m labkit.benchmarks.kernel_time_cost --budget 0.1 --repeat 2 --out $L/kernel-time-cost.json > $L/kernel-time-cost.log 2>&1; tail -15 $L/kernel-time-cost.log
 st timing-tests
-timeout 200 python3 -m labkit.benchmarks.gpu_tests --logs $L/gpu --steps timing > $L/gpu-timing.log 2>&1; tail -5 $L/gpu-timing.log; cp results/nvidia-h200/tests.json $L/gpu/
+timeout 200 python3 -m labkit.benchmarks.gpu_tests --logs $L/gpu --steps timing > $L/gpu-timing.log 2>&1; tail -5 $L/gpu-timing.log; cp results/$SLUG/tests.json $L/gpu/
 st reconcile
 LABKIT_RESULTS=/tmp/res timeout $(( 580 - (SECONDS - t0) )) python3 -m labkit.benchmarks.reconcile --skip nvbench triton > $L/reconcile.log 2>&1; tail -30 $L/reconcile.log; cp /tmp/res/*/reconcile.json $L/
 st done
