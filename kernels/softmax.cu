@@ -186,8 +186,9 @@ static int launch_softmax(const lk_args* args, cudaStream_t stream) {
   }
   // enough partials blocks to fill the GPU once, no more than the scratch holds pairs for
   const int64_t work = s.packs > s.head + s.tail ? s.packs : s.head + s.tail;
+  const int64_t one_wave = int64_t(lk_sm_count()) * SM_BLOCKS_PER_SM;
   int64_t blocks = ceil_div<int64_t>(work > 0 ? work : 1, SM_THREADS);
-  blocks = blocks < int64_t(lk_sm_count()) * SM_BLOCKS_PER_SM ? blocks : int64_t(lk_sm_count()) * SM_BLOCKS_PER_SM;
+  blocks = blocks < one_wave ? blocks : one_wave;
   blocks = blocks < (args->t[2].numel - 2) / 2 ? blocks : (args->t[2].numel - 2) / 2;
   if (path == LK_PATH_FALLBACK)
     softmax_pair<T, 1, sizeof(T)>(x, y, scratch, blocks, s, stream);

@@ -252,10 +252,10 @@ def test_an_activity_backend_that_cannot_start_leaves_no_kind_on(fake_cupti):
     assert not fake_cupti.enabled
 
 
-def test_kernel_time_cost_counts_the_event_loops_of_a_run():
-    from labkit.benchmarks.kernel_time_cost import _event_loops
+def test_kernel_time_cost_counts_the_loop_costs_of_a_run():
+    from labkit.benchmarks.kernel_time_cost import _loop_costs
 
     rows = [{"samples": 40, "stop_reason": "converged", "mode": "cold", "cupti_ms": 12.0},
             {"samples": 900, "stop_reason": "budget", "mode": "cold", "cupti_ms": 8.0},
             {"samples": 30, "mode": "hot", "cupti_ms": 25.0}, {"status": "error"}]
-    assert _event_loops(rows) == {"samples": 970, "on_budget": 1, "cupti_s": {"cold": 0.02, "hot": 0.025}}
+    assert _loop_costs(rows) == {"samples": 970, "on_budget": 1, "cupti_s": {"cold": 0.02, "hot": 0.025}}

@@ -221,7 +221,7 @@ def main(argv=None) -> dict:
             _set_aside(logs, step, log)
             left = t_end - time.monotonic()
             first = (f"showed no test's outcome in {STARTUP_S} s and was stopped" if rc == STARTUP_HANG
-                     else f"ended before any test's outcome ({rc.split('(')[-1].rstrip(')')})")
+                     else f"ended before any test's outcome ({rc.removeprefix(STARTUP_FAIL).strip(' ()')})")
             retried = (f"; a first try {first} (its logs in hung/), "
                        + ("this is the second" if left >= 60 else f"{left:.0f} s left: not tried again"))
             if left >= 60:

@@ -33,7 +33,7 @@ def main(argv=None) -> dict:
         t0 = time.perf_counter()
         rows = session.run(configs, ResultLog(), ex, title="sweep seed000", progress=False)
         walls.setdefault(kt, []).append(time.perf_counter() - t0)
-        loops.setdefault(kt, []).append(_event_loops(rows))
+        loops.setdefault(kt, []).append(_loop_costs(rows))
     off, on = min(walls[False]), min(walls[True])
     res = {"configs": len(configs), "budget_s": a.budget, "wall_s_without": off, "wall_s_with": on,
            "extra": on / off - 1, "goal": 0.15, "cupti_backend": cupti_backend,
@@ -50,7 +50,7 @@ def main(argv=None) -> dict:
     return res
 
 
-def _event_loops(rows: list) -> dict:
+def _loop_costs(rows: list) -> dict:
     """What one run's loops took: the event loops' samples and rows that ran to the budget, and the
     CUPTI phases' host seconds per cache state (none without kernel time)."""
     cupti = {}
