@@ -76,7 +76,9 @@ RELATIONS = (
     Relation("labkit hot without CUPTI", "triton do_bench_cudagraph", "≈", 0.02,
              "the same Subject in the same process, one that never ran CUPTI, measured in turn over 3 rounds "
              "(each the median of its rounds): labkit's hot graph behind its blocking kernel, triton's started "
-             "on an idle GPU"),
+             "on an idle GPU. The process can change state between rounds: on the H200 at d8354da36391 (torch "
+             "1024²) labkit read 1.792, 1.790, 1.877 and triton 1.807, 1.889, 1.914 µs, the first round's pair "
+             "0.8 % apart, the medians 5.1 %"),
     Relation("labkit hot on an idle GPU", "triton do_bench_cudagraph", "≈", 0.03,
              "the same measurement in the same process: a graph of back-to-back launches started with nothing "
              "queued ahead, events around the replay; only the graph's length differs (labkit's ~2 ms, "
@@ -102,7 +104,9 @@ RELATIONS = (
              "replays) 38 of 40 within 2 % on the H100 (torch 1024² cold +2.1, hot +2.3 %), 37 of 40 on the H200 "
              "(1024² rotating +2.1, torch 2048² cold-dirty -2.3, torch 4096² hot +2.1 %); with one replay at "
              "152fa4709bd7 36 of 40 on the H200 (torch 1024² cold -2.3, f16x8_pack 2048² hot -2.2, torch 2048² "
-             "cold-dirty -2.3, torch 4096² rotating +2.0 %: logs/152fa4709bd7/call2/reconcile.log)"),
+             "cold-dirty -2.3, torch 4096² rotating +2.0 %: logs/152fa4709bd7/call2/reconcile.log) and 36 at "
+             "d8354da36391 (torch 1024² rotating +2.8, hot +2.6, torch 2048² cold-dirty -2.3, torch 4096² hot "
+             "+2.2 %)"),
     Relation(f"labkit {STATE} CUPTI", f"labkit {STATE} CUPTI, same allocations as nsys", "≈", 0.02,
              "the same clock in two processes that allocate differently (the reconcile's allocates other "
              "states' and harnesses' buffers first), and a short kernel's time depends on where its buffers sit: "
