@@ -179,9 +179,12 @@ static inline int lk_smem_optin() { return lk_device_attr<cudaDevAttrMaxSharedMe
 //          costs the same registers and instructions per element as an f32 one)
 //   block  the row in registers, a block of <= max_threads threads per row
 //   smem   longer rows: the row in shared memory as stored (cp.async, one 16-byte copy per pack),
-//          re-read from there by each pass; 8 packs per thread, 128-512 threads. Registers stay
+//          re-read from there by each pass; 8 packs per thread, 64-512 threads. Registers stay
 //          low, so 6-7 rows per SM have their loads in flight instead of 2 (H200, f16 rows of
-//          16384: softmax 72.0 -> 69.3 us, layer_norm 71.8 -> 69.0; the copy kernel: 67.6)
+//          16384: softmax 72.0 -> 69.3 us, layer_norm 71.8 -> 69.0; the copy kernel: 67.6).
+//          8 packs a thread at 8 KiB rows too: a row copy with two block sums, 16384 x 4096 f16
+//          rotating, ran 99.0 % of a flat copy's speed with 64 threads, 98.0 % with 128
+//          (results/nvidia-h200/logs/c4698cfb989b/call2/rows-copy.log)
 //   stream rows beyond the shared memory (packs = 0): the caller's two-pass streaming kernel
 // floats and max_threads are per op and dtype, measured on an H200 at 256 MiB moved (softmax.cu,
 // norm.cu): the same row shape ran one op at the copy peak and another at 65-80 % (compiled
@@ -209,7 +212,7 @@ static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_thread
     return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
   if (fits) {
     const int t = ceil_div(ceil_div(P, 8), LK_WARP) * LK_WARP;
-    return {0, false, true, t < 128 ? 128 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t};
+    return {0, false, true, t < 64 ? 64 : t > LK_SMEM_ROW_THREADS ? LK_SMEM_ROW_THREADS : t};
   }
   return {0, false, false, 0};
 }

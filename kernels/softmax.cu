@@ -364,7 +364,8 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   const int floats = FLOATS ? FLOATS : F32 ? 16 : K <= 2048 ? 16 : 32;
   constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
   const int64_t row_bytes = int64_t(K) * sizeof(T);
-  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes);
+  constexpr int64_t smem_from = F32 ? 0 : 8 << 10;  // 16-bit rows of >= 8 KiB in shared memory (as norm.cu)
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes, smem_from);
   if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;

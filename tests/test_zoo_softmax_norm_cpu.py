@@ -81,17 +81,17 @@ def _row_path(name, k, itemsize):
         if p <= 32 * packs:
             return f"warp{packs}"
         packs *= 2
-    # the norms' 16-bit rows of >= 8 KiB take the smem plan instead of a block's registers (norm.cu)
-    smem_first = name != "softmax_rows" and itemsize == 2 and k * itemsize >= 8192 and k * itemsize <= _SMEM_ROW_MAX
+    # 16-bit rows of >= 8 KiB take the smem plan instead of a block's registers (norm.cu, softmax.cu)
+    smem_first = itemsize == 2 and k * itemsize >= 8192 and k * itemsize <= _SMEM_ROW_MAX
     if p <= max_threads * pmax and not smem_first:
         return f"block{pmax}"
     return "smem" if k * itemsize <= _SMEM_ROW_MAX else "online"
 
 
 def _smem_threads(k, itemsize):
-    """lk_plan_row's smem block: 8 packs per thread, whole warps, 128-512 threads."""
+    """lk_plan_row's smem block: 8 packs per thread, whole warps, 64-512 threads."""
     threads = math.ceil(k // (16 // itemsize) / 8)
-    return min(512, max(128, 32 * math.ceil(threads / 32)))
+    return min(512, max(64, 32 * math.ceil(threads / 32)))
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
