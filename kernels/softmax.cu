@@ -16,7 +16,8 @@
 //                            warp per row while it holds <= 16 (f32) or 32 (16-bit) floats per
 //                            lane, else a block of <= 1024 (f32) or 256 (16-bit) threads per
 //                            row), one read + one write, one exp per element;
-//                            softmax_rows_smem for longer rows (f32 K > 16384, 16-bit K > 8192):
+//                            softmax_rows_smem for longer rows (f32 K > 16384, 16-bit K > 8192,
+//                            and 16-bit rows of 8-16 KiB, where it is faster):
 //                            the row in shared memory, one read + one write, one exp per
 //                            element (f16: two); rows beyond the shared memory (f32 K > ~58000,
 //                            16-bit K > ~116000 on sm_90) run softmax_rows_online, 16-byte packs.
@@ -364,7 +365,10 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   const int floats = FLOATS ? FLOATS : F32 ? 16 : K <= 2048 ? 16 : 32;
   constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
   const int64_t row_bytes = int64_t(K) * sizeof(T);
-  constexpr int64_t smem_from = F32 ? 0 : 8 << 10;  // 16-bit rows of >= 8 KiB in shared memory (as norm.cu)
+  // 16-bit rows of 8-16 KiB in shared memory (64-127 threads a row), not a register block of 128-255: on an
+  // H200, rotating, 16384x4096 65.9 -> 65.4 us, 65536x4096 258.7 -> 256.5; at 8192x8192 the smem plan's
+  // 128 threads were 1.1 % slower than 256 x 4 packs in registers (results/nvidia-h200/logs/1aa81838dd4f/call3/)
+  const int64_t smem_from = !F32 && row_bytes < (16 << 10) ? 8 << 10 : 0;
   const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes, smem_from);
   if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);

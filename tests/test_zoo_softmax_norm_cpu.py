@@ -81,8 +81,8 @@ def _row_path(name, k, itemsize):
         if p <= 32 * packs:
             return f"warp{packs}"
         packs *= 2
-    # 16-bit rows of >= 8 KiB take the smem plan instead of a block's registers (norm.cu, softmax.cu)
-    smem_first = itemsize == 2 and k * itemsize >= 8192 and k * itemsize <= _SMEM_ROW_MAX
+    # 16-bit rows of >= 8 KiB take the smem plan instead of a block's registers (norm.cu; softmax.cu: up to 16 KiB)
+    smem_first = itemsize == 2 and 8192 <= k * itemsize <= (_SMEM_ROW_MAX if name != "softmax_rows" else 16383)
     if p <= max_threads * pmax and not smem_first:
         return f"block{pmax}"
     return "smem" if k * itemsize <= _SMEM_ROW_MAX else "online"
