@@ -365,7 +365,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   const int floats = FLOATS ? FLOATS : F32 ? 16 : K <= 2048 ? 16 : 32;
   constexpr int threads = THREADS ? THREADS : (F32 ? LK_ROW_THREADS : 256);
   const int64_t row_bytes = int64_t(K) * sizeof(T);
-  // 16-bit rows of 8-16 KiB in shared memory (64-127 threads a row), not a register block of 128-255: on an
+  // 16-bit rows of 8-16 KiB in shared memory (64-128 threads a row), not a register block of 128-256: on an
   // H200, rotating, 16384x4096 65.9 -> 65.4 us, 65536x4096 258.7 -> 256.5; at 8192x8192 the smem plan's
   // 128 threads were 1.1 % slower than 256 x 4 packs in registers (results/nvidia-h200/logs/1aa81838dd4f/call3/)
   const int64_t smem_from = !F32 && row_bytes < (16 << 10) ? 8 << 10 : 0;
