@@ -74,11 +74,11 @@ ROW_VARIANTS = [
     V("f16", "f16", width=1, access=2, kernel=_ONLINE,
       note="baseline in half: block per row, online pass then normalize pass"),
     V("f16x8", "f16", width=8, access=16, kernel=_REG,
-      note="row in registers as f32 (shared memory for K > 8192), 8 halves per 128-bit access, one read + one write"),
+      note="row in registers as f32 (shared memory for K >= 4096, but K = 8192 in registers), 8 halves per 128-bit access, one read + one write"),
     V("bf16", "bf16", width=1, access=2, kernel=_ONLINE,
       note="baseline in bfloat16: block per row, online pass then normalize pass"),
     V("bf16x8", "bf16", width=8, access=16, kernel=_REG,
-      note="row in registers as f32 (shared memory for K > 8192), 8 bfloat16 per 128-bit access, one read + one write"),
+      note="row in registers as f32 (shared memory for K >= 4096, but K = 8192 in registers), 8 bfloat16 per 128-bit access, one read + one write"),
 ]
 
 
