@@ -1,5 +1,5 @@
 #!/bin/bash
-# bash results/nvidia-h200/logs/next/call.sh COMMIT CALL: issue 25's row-structure probe and the shipped row ops at
+# bash results/nvidia-h200/logs/c4698cfb989b/call2/call.sh COMMIT CALL: issue 25's row-structure probe and the shipped row ops at
 # its sizes, then the GPU half after d8354da (softmax launcher): tests step whole, memcheck + racecheck on softmax,
 # test_reconcile_gpu
 . .whl/lib.sh "$1" "$2"

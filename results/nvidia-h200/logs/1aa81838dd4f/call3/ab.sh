@@ -1,8 +1,8 @@
 #!/bin/bash
-# bash results/nvidia-h200/logs/next/ab.sh COMMIT CALL: the row plan change (plan64.diff) A/B/A/B on the shipped
+# bash results/nvidia-h200/logs/1aa81838dd4f/call3/ab.sh COMMIT CALL: the row plan change (plan64.diff) A/B/A/B on the shipped
 # row ops, then the GPU half at B: tests step whole, memcheck + racecheck on the row ops, test_reconcile_gpu
 . .whl/lib.sh "$1" "$2"
-N=results/nvidia-h200/logs/next
+N=$(dirname "$0")
 bench() {  # $1: A or B, $2: round
   python3 -m labkit.cli build > $L/build-$1$2.log 2>&1; tail -1 $L/build-$1$2.log
   for op in layer_norm rms_norm softmax_rows; do

@@ -1,5 +1,5 @@
 #!/bin/bash
-# bash .whl/c3.sh COMMIT CALL: the GPU tests (parallel step and timing step), kernel_time_cost at the sweep's budget
+# bash results/nvidia-h200/logs/4fe00dde801b/c3.sh COMMIT CALL: the GPU tests (parallel step and timing step), kernel_time_cost at the sweep's budget
 . .whl/lib.sh "$1" "$2"
 python3 -c "import cryptography, dask_cuda; print('cryptography', cryptography.__version__)"
 st build; python3 -m labkit.cli build > $L/build.log 2>&1; tail -1 $L/build.log

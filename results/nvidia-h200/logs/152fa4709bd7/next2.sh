@@ -1,5 +1,5 @@
 #!/bin/bash
-# bash .whl/next2.sh COMMIT: issue 25's reduce-finish probe, issue 22's CUPTI-phase cost with CUPTI_GRAPHS=1
+# bash results/nvidia-h200/logs/152fa4709bd7/next2.sh COMMIT: issue 25's reduce-finish probe, issue 22's CUPTI-phase cost with CUPTI_GRAPHS=1
 . .whl/lib.sh "$1" "${2:-1}"
 st build; python3 -m labkit.cli build > $L/build.log 2>&1; tail -1 $L/build.log
 st reduce-finish
