@@ -97,6 +97,8 @@ class Data:
     reference: Callable                  # (inputs, shape, dtype) -> list[Tensor] (float64 or exact)
     torch_impl: Callable                 # (inputs, outputs, shape, dtype): writes outputs (or replaces outputs[k])
     tolerance: Callable | None = None    # (shape, dtype) -> (rtol, atol); None: the dtype table
+    row_atol: Callable | None = None     # (inputs, shape, dtype) -> one atol per output row (float64, rows
+    #                                      x 1): what an ill-conditioned row needs above tolerance's atol
     validate: Callable | None = None     # (inputs, shape, dtype) -> None; ConfigError for values the kernels skip
 
 
@@ -333,11 +335,17 @@ class Op:
             raise ConfigError(f"shape {text!r}: sizes must be < 2^40")
         return shape
 
-    def tol(self, shape: Shape, dtype: str) -> tuple:
+    def tol(self, shape: Shape, dtype: str, inputs=None) -> tuple:
+        """(rtol, atol) of labkit.check.compare; with the inputs, an op with row_atol gets one atol per
+        row (a tensor, never below the fixed one) where the row's conditioning needs more."""
         if self.data.tolerance:
-            return self.data.tolerance(shape, dtype)
-        d = dtypes.get(dtype)
-        return d.rtol, d.atol
+            rtol, atol = self.data.tolerance(shape, dtype)
+        else:
+            d = dtypes.get(dtype)
+            rtol, atol = d.rtol, d.atol
+        if inputs is not None and self.data.row_atol:
+            atol = self.data.row_atol(inputs, shape, dtype).clamp_min(atol)
+        return rtol, atol
 
 
 def V(name: str, dtype: str, *, width: int = 1, access: int = 0, note: str = "", launch: str = "", kernel: str = "",

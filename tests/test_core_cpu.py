@@ -344,3 +344,21 @@ def test_a_configuration_that_timed_out_falls_back_alone(monkeypatch):
     assert timing._blocker_state["forced_off"]  # under a profiler the fallback stays
 
 
+
+
+def test_compare_takes_one_atol_per_row_across_chunks(monkeypatch):
+    import labkit.check as check
+
+    monkeypatch.setattr(check, "CHUNK", 5)  # chunks that start and end inside rows
+    ref = torch.zeros(6, 4, dtype=torch.float64)
+    out = ref.float().clone()
+    out[3, 2] = 1e-3                        # flat index 14, in the third chunk
+    rows = torch.full((6, 1), 1e-4, dtype=torch.float64)
+    assert not compare(out, ref, 0, rows).ok
+    rows[3] = 2e-3
+    assert compare(out, ref, 0, rows).ok
+    rows[3], rows[2] = 1e-4, 2e-3           # the slack of a neighbouring row does not cover it
+    r = compare(out, ref, 0, rows)
+    assert not r.ok and r.first_bad == 14 and "atol=0.0001 in its row" in r.message
+    with pytest.raises(ValueError, match="row tolerances"):
+        compare(out, ref, 0, rows[:5])

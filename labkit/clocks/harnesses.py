@@ -106,7 +106,7 @@ class Subject:
 
     def _compare(self, refs, when: str) -> str | None:
         op, v = self.cfg.spec, self.cfg.variant
-        rtol, atol = op.tol(self.cfg.shape, v.dtype)
+        rtol, atol = op.tol(self.cfg.shape, v.dtype, self.inputs)
         results = [compare(o, ref, rtol, atol, f"output {k}{when}") for k, (o, ref) in enumerate(zip(self.outputs, refs))]
         return next((r.message for r in results if not r.ok), None)
 

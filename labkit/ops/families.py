@@ -217,7 +217,8 @@ def unary_op(name: str, *, title: str, functor: str, reference, torch_impl, tole
     )
 
 
-def row_op(name: str, *, title: str, source: str, reference, torch_impl, tolerance, flops, **kw) -> Op:
+def row_op(name: str, *, title: str, source: str, reference, torch_impl, tolerance, flops, row_atol=None,
+           **kw) -> Op:
     """A row-wise op over N x K (softmax_rows, layer_norm, rms_norm): one input, an output like it,
     one read and one write of the rows, the row shapes, size checks, block and fuzz caps; `kw` gives
     the rest (variants, templates, params, notes)."""
@@ -225,7 +226,8 @@ def row_op(name: str, *, title: str, source: str, reference, torch_impl, toleran
               default_shapes=ROW_SEED_SHAPES + ROW_LARGE_SHAPES,
               shape_presets={"seed": ROW_SEED_SHAPES, "large": ROW_LARGE_SHAPES},
               data=Data(make_inputs=one_input, make_outputs=output_like_input, reference=reference,
-                        torch_impl=torch_impl, tolerance=tolerance, validate=validate_rows(name)),
+                        torch_impl=torch_impl, tolerance=tolerance, row_atol=row_atol,
+                        validate=validate_rows(name)),
               cost=Cost(bytes_moved=read_write_bytes, footprint=read_write_footprint, flops=flops),
               call=Call(signature=Signature(name, [Arg("x", "N x K")], rows_of(name))),
               testing=Testing(shapes=ROW_TEST_SHAPES, fuzz_caps=ROW_FUZZ_CAPS), **kw)
