@@ -12,23 +12,18 @@
 // Row-wise softmax over N x K, softmax along K (op "softmax_rows", as models use it):
 //   f32 / f16 / bf16         softmax_rows_online<T, 1>: block per row, online (max, sum) pass,
 //                            then a normalize pass (re-reads the row, mostly from cache)
-//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers as f32 (lk_plan_row: a
-//                            warp per row while it holds <= 16 (f32) or 32 (16-bit) floats per
-//                            lane, else a block of <= 1024 (f32) or 256 (16-bit) threads per
-//                            row), one read + one write, one exp per element;
-//                            softmax_rows_smem for longer rows (f32 K > 16384, 16-bit K > 8192,
-//                            and 16-bit rows of 8-16 KiB, where it is faster):
-//                            the row in shared memory, one read + one write, one exp per
-//                            element (f16: two); rows beyond the shared memory (f32 K > ~58000,
-//                            16-bit K > ~116000 on sm_90) run softmax_rows_online, 16-byte packs.
-//                            Rows not 16-byte aligned (K * itemsize % 16 != 0, or an offset
-//                            view) run the scalar kernel and report LK_PATH_FALLBACK.
-// Reference: labkit/ops/softmax.py, x.softmax() in float64 over the vector / along K (the variants'
-// V(...) lines there; `labkit list softmax_rows`). Below: this file's helpers (lk_ex2_ftz; MS (max, sum)
-// pairs with ms_merge / ms_push / warp_reduce_ms / block_reduce_ms), the whole-vector kernels and their
-// launcher, then the row kernels and theirs; the exported launchers are generated. From labkit.cuh (the
-// row plan norm.cu shares): lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce (warp or block
-// reduction for a runtime block size), to_floats / from_floats, lk_cp_async16.
+//   f32x4 / f16x8 / bf16x8   softmax_rows_reg: the row held in registers as f32 (lk_plan_row: a warp
+//                            per row up to 16 (f32) or 32 (16-bit) floats a lane, else a block of
+//                            <= 1024 (f32) or 256 (16-bit) threads), one read + one write, one exp an
+//                            element; softmax_rows_smem (the row in shared memory; f16: two exps) for
+//                            f32 K > 16384, 16-bit K > 8192 and 16-bit rows of 8-16 KiB (faster there);
+//                            beyond the shared memory (f32 K > ~58000, 16-bit K > ~116000 on sm_90)
+//                            softmax_rows_online in 16-byte packs. Rows not 16-byte aligned (K * itemsize
+//                            % 16, or an offset view) run the scalar kernel (LK_PATH_FALLBACK).
+// Reference: labkit/ops/softmax.py (x.softmax() in float64; the variants' V(...) lines). Below: helpers
+// (lk_ex2_ftz; MS (max, sum) pairs: ms_merge / ms_push / warp_reduce_ms / block_reduce_ms), the vector
+// kernels and launcher, then the row kernels and theirs. From labkit.cuh (the row plan norm.cu shares):
+// lk_plan_row / lk_launch_smem_row / lk_with_packs, row_reduce, to_floats / from_floats, lk_cp_async16.
 #include "labkit.cuh"
 #include "lk_grid.cuh"
 
@@ -198,7 +193,6 @@ static int launch_softmax(const lk_args* args, cudaStream_t stream) {
   return lk_launch_status(path);
 }
 
-
 // ================================== row-wise softmax ==========================================
 // Row in registers as f32: PACKS packs of VEC elements per thread, a warp (WARP_ROW) or the block
 // per row. One exp per element: e^(x - max) replaces x in place.
@@ -353,11 +347,9 @@ static void launch_online(const T* x, T* y, int64_t rows, int K, cudaStream_t st
 // FLOATS (row values per thread) and THREADS (most threads per row) are tuning axes; 0 = the
 // measured default: f32 16 floats (32 left f32x4 at 65-86 % of peak), <= 1024 threads; 16-bit
 // <= 256 threads (K = 16384 in registers: 512 threads x 4 packs took 72.0 us on an H200,
-// 1024 x 2 took 71.6, shared memory 69.3), 16 floats up to K = 2048 and 32 above: at K = 1024
-// 16 gives 64-thread blocks where 32 gives a warp a row (sweep tune-softmax-floats, results/<gpu>/
-// tune-softmax-floats.jsonl): on an H200 16 is 1.3-1.7 % faster at K = 1024, SAME at 2048 ... 4096,
-// and 32 1.1 % faster at K = 8192 rotating (SAME cold); on an H100 they are SAME at K = 1024 ... 4096
-// and 16 (shared memory) is 1.1 % faster at K = 8192 cold (SAME rotating)
+// 1024 x 2 took 71.6, shared memory 69.3), 16 floats up to K = 2048 and 32 above (at K = 1024, 16
+// gives 64-thread blocks where 32 gives a warp a row): the sweep tune-softmax-floats is the evidence
+// (results/<gpu>/tune-softmax-floats.jsonl, README).
 template <typename T, int VEC, int FLOATS, int THREADS>
 static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t stream) {
   constexpr bool F32 = std::is_same_v<T, float>;
