@@ -16,8 +16,9 @@
 // l % C of C copies laid out bin-major (bin b of copy c at b * C + c), so lanes that draw the same
 // bank's word in one copy land on different banks, and equal bins never share an address.
 // Its flush, 132 x bins adds into global memory (~2.5 us at 4096 bins on an H100), is the L2's work:
-// 4-16 replicas, DSMEM clusters, a grid barrier with per-slice sums and TMA bulk reductions were no
-// faster (logs/3d7987d16a9d/hist-coop.log, logs/09a24f4b6d0d/hist-flush-tma.log).
+// 4-16 replicas, DSMEM clusters, a grid barrier with per-slice sums, TMA bulk reductions and two bins
+// per 64-bit atomic were no faster (logs/3d7987d16a9d/hist-coop.log, logs/09a24f4b6d0d/hist-flush-tma.log,
+// H200 logs/cafd5d71b8c1/call5/hist-pairs.log).
 // Where the counts sit matters to the global-atomic kernels (i32, i32x4, and torch's index_add_):
 // 256 counts (1 KiB) starting on a 1 KiB boundary took 4.33 ms for 2^24 values, straddling two
 // 1 KiB blocks 2.08 ms, on both GPUs (16 counts: 3.11 ms anywhere), as if each 1 KiB block were
