@@ -200,15 +200,16 @@ struct lk_row_plan {
   bool smem;    // the row in shared memory
   int threads;  // block size
 };
-// smem_from: rows of at least this many bytes take the smem plan where a block would hold them in
-// registers (0: never; the caller's measurements say where it pays)
+// [smem_from, smem_below): rows of that many bytes take the smem plan where a block would hold them
+// in registers (smem_from 0: never; the caller's measurements say where it pays)
 static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_threads, int64_t row_bytes,
-                                      int64_t smem_from = 0) {
+                                      int64_t smem_from = 0, int64_t smem_below = INT64_MAX) {
   const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
     if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP};
   const bool fits = row_bytes <= lk_smem_optin() - 1024;  // 1 KiB left for the kernels' static scratch
-  if (P <= max_threads * pmax && !(fits && smem_from > 0 && row_bytes >= smem_from))
+  const bool smem_first = fits && smem_from > 0 && row_bytes >= smem_from && row_bytes < smem_below;
+  if (P <= max_threads * pmax && !smem_first)
     return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
   if (fits) {
     const int t = ceil_div(ceil_div(P, 8), LK_WARP) * LK_WARP;

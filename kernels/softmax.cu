@@ -360,8 +360,7 @@ static void launch_rows_vec(const T* x, T* y, int64_t rows, int K, cudaStream_t 
   // 16-bit rows of 8-16 KiB in shared memory (64-128 threads a row), not a register block of 128-256: on an
   // H200, rotating, 16384x4096 65.9 -> 65.4 us, 65536x4096 258.7 -> 256.5; at 8192x8192 the smem plan's
   // 128 threads were 1.1 % slower than 256 x 4 packs in registers (results/nvidia-h200/logs/1aa81838dd4f/call3/)
-  const int64_t smem_from = !F32 && row_bytes < (16 << 10) ? 8 << 10 : 0;
-  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes, smem_from);
+  const lk_row_plan plan = lk_plan_row(K / VEC, VEC, floats, threads, row_bytes, F32 ? 0 : 8 << 10, 16 << 10);
   if (plan.smem) return lk_launch_smem_row(softmax_rows_smem<T, VEC>, rows, plan.threads, row_bytes, stream, x, y, K);
   if (plan.packs == 0) return launch_online<T, VEC>(x, y, rows, K, stream);
   const int64_t blocks = plan.warp ? ceil_div<int64_t>(rows, LK_ROWS_PER_BLOCK) : rows;
