@@ -218,11 +218,13 @@ static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_thread
   return {0, false, false, 0};
 }
 
-// The smem plan's launch: dynamic shared memory above 48 KiB needs the kernel's opt-in first.
+// The smem plan's launch: dynamic plus static shared memory above 48 KiB needs the kernel's opt-in
+// first. The static scratch (<= 1 KiB, as lk_plan_row reserves) counts too: a 48 KiB row (f16, K =
+// 24576) beside 128 B of scratch failed to launch when only rows above 48 KiB opted in.
 template <typename Kernel, typename... Args>
 static inline void lk_launch_smem_row(Kernel k, int64_t rows, int threads, int64_t row_bytes, cudaStream_t stream,
                                       Args... args) {
-  if (row_bytes > (48 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
+  if (row_bytes > (47 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
   k<<<rows, threads, row_bytes, stream>>>(args...);
 }
 

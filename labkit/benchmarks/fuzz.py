@@ -1,7 +1,7 @@
 """Fuzz: every shipped variant on random shapes and element offsets, each checked against the op's
 float64 reference through the runner's own check path (poisoned outputs, whole-output compare).
 
-Shapes are drawn per axis from the sizes kernels get wrong: 1, primes, 2^k and 2^k +- 1, and
+Shapes are drawn per axis from the sizes kernels get wrong: 1, primes, 2^k and 3 * 2^k (+- 1), and
 log-uniform sizes; every tensor of a configuration starts `offset` elements into its buffer (0, or
 1-7: views misaligned for every access width). Each variant's first case is the all-ones shape.
 Sizes are capped per op (Op.testing.fuzz_caps) so the whole run takes well under a minute on an H100:
@@ -38,7 +38,8 @@ def is_prime(n: int) -> bool:
 
 
 def draw_size(rng: random.Random, cap: int) -> int:
-    """One size in [1, cap]: 1, a prime, 2^k or 2^k +- 1, or log-uniform."""
+    """One size in [1, cap]: 1, a prime, 2^k or 3 * 2^k (+- 1), or log-uniform. 3 * 2^k reaches the
+    limits that are not powers of two: a 16-bit row of 24576 values is 48 KiB, the default shared memory."""
     kind = rng.random()
     if kind < 0.1 or cap == 1:
         return 1
@@ -49,7 +50,7 @@ def draw_size(rng: random.Random, cap: int) -> int:
         return n if n <= cap else 2
     if kind < 0.7:
         k = rng.randint(1, max(1, int(math.log2(cap))))
-        return min(cap, max(1, (1 << k) + rng.choice((-1, 0, 1))))
+        return min(cap, max(1, (rng.choice((1, 3)) << k) + rng.choice((-1, 0, 1))))
     return min(cap, max(1, int(math.exp(rng.uniform(0, math.log(cap + 1))))))
 
 

@@ -148,9 +148,10 @@ ROW_SEED_SHAPES = [(n, k) for n in (1024, 4096) for k in (128, 512, 1024)]
 ROW_LARGE_SHAPES = [(65536, 1024), (32768, 2048), (16384, 4096), (8192, 8192), (4096, 16384)]
 # odd K (scalar fallback) and aligned K reaching every path of the vector variants for f32 and
 # 16-bit types: warp per row (1..8 packs), block per row (1..8 packs), shared memory, streaming beyond
+# (K = 24576: a 16-bit row of 48 KiB, shared memory past the default limit with the static scratch)
 ROW_TEST_SHAPES = [(1, 1), (1, 7), (3, 1023), (5, 4097), (2, (1 << 16) + 3), (1000, 64), (33, 256), (17, 512),
                    (7, 1000), (9, 1024), (5, 2048), (3, 3000), (3, 4096), (4, 5000), (3, 8192), (2, 16384), (3, 16392),
-                   (2, 32768), (1, 65536), (1, 1 << 17)]
+                   (2, 24576), (2, 32768), (1, 65536), (1, 1 << 17)]
 
 
 # the row plan (kernels/labkit.cuh) picks threads per block by row length at run time
