@@ -7,7 +7,9 @@ import argparse
 import importlib.util
 import os
 import pydoc
+import signal
 import sys
+import threading
 import time
 
 from . import cache_states, device
@@ -301,7 +303,20 @@ def version_text() -> str:
     return text
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, a polite kill (`timeout`, a batch scheduler, `kill`): it ends a command as Ctrl-C does,
+    so the rows measured before it stay in the results file and in --csv / --json."""
+
+    rc = 128 + signal.SIGTERM
+
+
+def _terminated(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
+    # the handler only where signals can be handled (the main thread), and the caller's back afterwards
+    old = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         rc = _main(argv)
         sys.stdout.flush()  # a reader that left (`labkit recorded | head`) shows here, not at exit
@@ -309,6 +324,9 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # Python's recipe: no traceback, and no second error when exit flushes stdout
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE: what a shell reports for a program that SIGPIPE ended
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _main(argv) -> int:
@@ -335,8 +353,8 @@ def _main(argv) -> int:
     except LabkitError as e:
         print(f"labkit: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C: 130; SIGTERM (Terminated): 143, as a shell reports them
+        return getattr(e, "rc", 130)
 
 
 if __name__ == "__main__":

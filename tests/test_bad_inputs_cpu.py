@@ -488,3 +488,30 @@ def test_a_tool_that_hangs_or_is_missing_is_named(tmp_path):
     with pytest.raises(ToolMissingError, match=r"nsys export: cannot run /no/such/nsys .*\n  /no/such/nsys export"):
         run_tool(["/no/such/nsys", "export"], 5, "nsys export")
     still_usable()
+
+
+def test_memory_torch_holds_cached_is_free_to_a_configuration(monkeypatch):
+    """The f32 add at 2^31 values, after the f16 ones, was refused with 51 of 140 GiB free while this
+    process's own torch cache held the rest (H200, logs/e0185505cfbf/call4): the check now empties
+    that cache and looks again before it refuses, and still refuses what does not fit."""
+    from labkit.runner import Runner
+
+    class Allocating(Exception):
+        """The memory check passed: the first buffer set's generator is made."""
+
+    state = {"emptied": 0, "cache": 100 << 30}
+
+    def mem_get_info():
+        return (2 << 30) + (state["cache"] if state["emptied"] else 0), 140 << 30
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: state.update(emptied=state["emptied"] + 1))
+    monkeypatch.setattr(torch, "Generator", lambda *a, **k: (_ for _ in ()).throw(Allocating()))
+    cfg = plan("add", ["f32x4"], None, ["32768x32768"], ("hot",))[1]  # 12 GiB moved: needs 37 GiB
+    with pytest.raises(Allocating):
+        Runner(peak=False, kernel_time=False)._inputs(cfg)
+    assert state["emptied"] == 1
+    state.update(emptied=0, cache=0)                                  # a cache that held nothing
+    with pytest.raises(ConfigError, match=r"needs about 37.0 GiB of GPU memory; 2.0 GiB of 140.0 GiB are free"):
+        Runner(peak=False, kernel_time=False)._inputs(cfg)
+    still_usable()

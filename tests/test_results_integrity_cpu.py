@@ -164,6 +164,28 @@ def test_ctrl_c_keeps_the_measured_rows_in_out_csv_and_json(tmp_path, monkeypatc
     assert _variants(csv) == ["torch", "f32"]               # measured before Ctrl-C at f32x4
 
 
+class Killed(Runner):
+    """A polite kill (SIGTERM: `timeout`, a batch scheduler) arrives at the variant named `stop`."""
+
+    def run(self, cfg):
+        if cfg.variant.name == self.stop:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+        return super().run(cfg)
+
+
+def test_sigterm_keeps_the_measured_rows_as_ctrl_c_does(tmp_path, monkeypatch):
+    monkeypatch.setattr("labkit.session.Runner", lambda **kw: Killed(stop="f32x4"))
+    csv, js = tmp_path / "rows.csv", tmp_path / "rows.json"
+    before = signal.getsignal(signal.SIGTERM)
+    t0 = time.monotonic()
+    assert cli.main(["bench", "add", "-v", "f32,f32x4", "-s", "64x64", "--in-process", "--csv", str(csv),
+                     "--json", str(js)]) == 143              # 128 + SIGTERM, as a shell reports it
+    assert time.monotonic() - t0 < 4
+    assert _variants(csv) == _variants(js) == ["torch", "f32"]
+    assert signal.getsignal(signal.SIGTERM) is before       # the caller's handler back
+
+
 # ---- names someone planted ------------------------------------------------------------------------
 def test_no_file_is_written_through_a_planted_link(tmp_path, sent):  # noqa: F811
     victim = tmp_path / "victim"

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import sys
 import threading
@@ -142,10 +141,9 @@ def cmd_serve(a) -> int:
             write_atomic(a.info, json.dumps({"address": s.address, "local_address": s.local_address,
                                              "board": s.board_url, "board_port": s.board_port, "gpus": s.gpus,
                                              "pid": os.getpid()}))
-        signal.signal(signal.SIGTERM, signal.default_int_handler)  # a polite kill ends it like Ctrl-C
         while True:
             time.sleep(3600)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or a polite kill (SIGTERM: labkit.cli.Terminated)
         return 0
     finally:
         s.close()
