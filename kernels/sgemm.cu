@@ -263,19 +263,28 @@ static bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 1
 
 using GemmKernel = void (*)(const float*, const float*, float*, int, int, int);
 
-// fast: float4 accesses, needs K % 4 == 0, N % 4 == 0 and aligned pointers; guarded: scalar.
+// The 2-D grids (x: N's tiles, y: M's) hold at most 65535 tile rows: a taller C runs as bands of
+// that many, one launch each on the band's rows of A and C (3000000 x 4 x 4 failed to launch in tiled32).
+static void launch_bands(GemmKernel k, const Gemm& g, int tile_m, int tile_n, dim3 block, cudaStream_t stream) {
+  constexpr int64_t kMaxTileRows = 65535;
+  for (int64_t m0 = 0; m0 < g.M; m0 += kMaxTileRows * tile_m) {
+    const int m = int(g.M - m0 < kMaxTileRows * tile_m ? g.M - m0 : kMaxTileRows * tile_m);
+    k<<<dim3(ceil_div(g.N, tile_n), ceil_div(m, tile_m)), block, 0, stream>>>(g.A + m0 * g.K, g.B, g.C + m0 * g.N, m,
+                                                                             g.N, g.K);
+  }
+}
+
+// fast: float4 accesses, needs K % 4 == 0, N % 4 == 0 and aligned pointers (a band's start keeps them
+// aligned); guarded: scalar.
 static int launch_128(const lk_args* args, cudaStream_t stream, GemmKernel fast, GemmKernel guarded, dim3 block) {
   const Gemm g = gemm_args(args);
   const bool vec = g.K % 4 == 0 && g.N % 4 == 0 && aligned16(g.A) && aligned16(g.B) && aligned16(g.C);
-  const dim3 grid(ceil_div(g.N, BN), ceil_div(g.M, BM));
-  (vec ? fast : guarded)<<<grid, block, 0, stream>>>(g.A, g.B, g.C, g.M, g.N, g.K);
+  launch_bands(vec ? fast : guarded, g, BM, BN, block, stream);
   return lk_launch_status(vec ? LK_PATH_VECTOR : LK_PATH_FALLBACK);
 }
 
 static int launch_tiled32(const lk_args* args, cudaStream_t stream) {
-  const Gemm g = gemm_args(args);
-  sgemm_tiled_kernel<32><<<dim3(ceil_div(g.N, 32), ceil_div(g.M, 32)), dim3(32, 32), 0, stream>>>(
-      g.A, g.B, g.C, g.M, g.N, g.K);
+  launch_bands(sgemm_tiled_kernel<32>, gemm_args(args), 32, 32, dim3(32, 32), stream);
   return lk_launch_status();
 }
 static int launch_tile128x8(const lk_args* a, cudaStream_t s) {

@@ -206,8 +206,10 @@ OPS = [_shipped(Op(
               flops=lambda shape, dtype: 2 * shape[0] * shape[1] * shape[2]),
     call=Call(signature=Signature("sgemm", [Arg("A", "M x K"), Arg("B", "K x N")], _relate)),
     # odd sizes take the scalar fallback; (131, 260, 68) and (1, 4, 4) take the float4 path with
-    # partial block tiles in M, N and K
-    testing=Testing(shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4)],
+    # partial block tiles in M, N and K; 8400001 rows: more tile rows than a grid's y holds (65535), in
+    # bands for tiled32 (32-row tiles) and the 128-row tiles alike
+    testing=Testing(shapes=[(1, 1, 1), (7, 13, 5), (129, 65, 33), (257, 129, 1023), (131, 260, 68), (1, 4, 4),
+                            (8_400_001, 4, 4)],
                     fuzz_caps=(2100, 300, 600),  # M > 2048: three groups of 8 tile rows in tuned's block order
                     vector_stores=True),  # each variant stores as wide as it loads (tiled32: 4 B, the others float4)
     notes="Compute-bound: compare TFLOP/s. The torch row is cuBLAS FP32 with TF32 off. The TF32 row "
