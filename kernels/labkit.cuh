@@ -194,6 +194,7 @@ constexpr int LK_ROW_FLOATS_MAX = 32;
 constexpr int LK_ROW_THREADS = 1024;  // most threads of a block-per-row kernel
 constexpr int LK_ROWS_PER_BLOCK = 8;  // warp mode
 constexpr int LK_SMEM_ROW_THREADS = 512;
+constexpr int LK_ROW_SCRATCH_BYTES = 1 << 10;  // most static shared memory a row kernel keeps beside the row
 struct lk_row_plan {
   int packs;    // packs per thread (a power of two); 0: smem or stream
   bool warp;    // a warp per row
@@ -207,7 +208,7 @@ static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_thread
   const int pmax = floats / vec;
   for (int packs = 1; packs <= pmax; packs *= 2)
     if (P <= LK_WARP * packs) return {packs, true, false, LK_ROWS_PER_BLOCK * LK_WARP};
-  const bool fits = row_bytes <= lk_smem_optin() - 1024;  // 1 KiB left for the kernels' static scratch
+  const bool fits = row_bytes <= lk_smem_optin() - LK_ROW_SCRATCH_BYTES;
   const bool smem_first = fits && smem_from > 0 && row_bytes >= smem_from && row_bytes < smem_below;
   if (P <= max_threads * pmax && !smem_first)
     return {pmax, false, false, ceil_div(ceil_div(P, pmax), LK_WARP) * LK_WARP};
@@ -219,12 +220,13 @@ static inline lk_row_plan lk_plan_row(int P, int vec, int floats, int max_thread
 }
 
 // The smem plan's launch: dynamic plus static shared memory above 48 KiB needs the kernel's opt-in
-// first. The static scratch (<= 1 KiB, as lk_plan_row reserves) counts too: a 48 KiB row (f16, K =
-// 24576) beside 128 B of scratch failed to launch when only rows above 48 KiB opted in.
+// first. The static scratch counts too: a 48 KiB row (f16, K = 24576) beside 128 B of scratch failed
+// to launch when only rows above 48 KiB opted in.
 template <typename Kernel, typename... Args>
 static inline void lk_launch_smem_row(Kernel k, int64_t rows, int threads, int64_t row_bytes, cudaStream_t stream,
                                       Args... args) {
-  if (row_bytes > (47 << 10)) cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
+  if (row_bytes > (48 << 10) - LK_ROW_SCRATCH_BYTES)
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(row_bytes));
   k<<<rows, threads, row_bytes, stream>>>(args...);
 }
 

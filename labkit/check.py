@@ -65,8 +65,7 @@ def compare(out, ref, rtol: float, atol, name: str = "output") -> CheckResult:
             finite = torch.isfinite(err)
             if bool(finite.any()):
                 max_abs = max(max_abs, float(err[finite].max()))
-                rel = err / (r64.abs().clamp_min(atol if atol > 0 else 1e-30) if rows is None
-                             else torch.maximum(r64.abs(), a.clamp_min(1e-30)))
+                rel = err / r64.abs().clamp_min(a.clamp_min(1e-30) if rows is not None else max(atol, 1e-30))
                 max_rel = max(max_rel, float(rel[finite].max()))
         nb = int(bad.sum())
         if nb and first < 0:
