@@ -8,12 +8,16 @@ st build; python3 -m labkit.cli build > $L/build.log 2>&1; tail -1 $L/build.log
 st rows-tma
 nvcc -O3 -arch=sm_90 -std=c++17 results/nvidia-h200/logs/next/rows-tma.cu -o /tmp/rows-tma > $L/rows-tma.build.log 2>&1 \
   && timeout 120 /tmp/rows-tma > $L/rows-tma.log 2>&1; echo "rows-tma rc $?"; cat $L/rows-tma.log
+st gpu-tests
+timeout 340 python3 -m labkit.benchmarks.gpu_tests --logs $L/gpu --steps tests timing --budget-s 330 > $L/gpu-tests.log 2>&1
+tail -4 $L/gpu-tests.log; cp results/$SLUG/tests.json $L/gpu/
 st unseen
 mkdir -p $L/unseen
 n=0
 while read op shape off rest; do
   n=$((n + 1))
-  timeout 90 python3 -m labkit.cli bench $op -s $shape --offset $off --budget 0.05 --no-kernel-time $rest \
+  left=$(( $3 - (SECONDS - t0) - 15 )); [ $left -gt 20 ] || { echo "$n: no time left"; continue; }
+  timeout $(( left < 90 ? left : 90 )) python3 -m labkit.cli bench $op -s $shape --offset $off --budget 0.05 --no-kernel-time $rest \
     --json $L/unseen/$n-$op.json > $L/unseen/$n-$op.log 2>&1; echo "$n $op $shape +$off $rest: rc $?"
 done <<'SHAPES'
 layer_norm 1001x16392 3 -d f16 --axis floats=8,32 --axis threads=128,1024 --mode cold rotating
@@ -51,7 +55,4 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
 print("unseen shapes:", dict(c)); [print(" ", *b) for b in bad]
 PY
 cat $L/unseen.txt
-st gpu-tests
-timeout $(( $3 - (SECONDS - t0) - 10 )) python3 -m labkit.benchmarks.gpu_tests --logs $L/gpu --steps tests timing \
-  --budget-s $(( $3 - (SECONDS - t0) - 20 )) > $L/gpu-tests.log 2>&1; tail -4 $L/gpu-tests.log; cp results/$SLUG/tests.json $L/gpu/
 st done
