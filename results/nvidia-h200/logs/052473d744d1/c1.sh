@@ -18,7 +18,7 @@ while read op shape off rest; do
   n=$((n + 1))
   left=$(( $3 - (SECONDS - t0) - 15 )); [ $left -gt 20 ] || { echo "$n: no time left"; continue; }
   timeout $(( left < 90 ? left : 90 )) python3 -m labkit.cli bench $op -s $shape --offset $off --budget 0.05 --no-kernel-time $rest \
-    --json $L/unseen/$n-$op.json > $L/unseen/$n-$op.log 2>&1; echo "$n $op $shape +$off $rest: rc $?"
+    --json $L/unseen/$n-$op.json > $L/unseen/$n-$op.log 2>&1 < /dev/null; echo "$n $op $shape +$off $rest: rc $?"
 done <<'SHAPES'
 layer_norm 1001x16392 3 -d f16 --axis floats=8,32 --axis threads=128,1024 --mode cold rotating
 layer_norm 3x65544 0 -d f16 --mode rotating --in-process
