@@ -63,7 +63,7 @@ STEPS = {
     "memcheck": [*_sanitizer("memcheck"), *_pytest("gpu and not workers"), "-n", "4",
                  "tests/test_gpu.py", "tests/test_bad_inputs_gpu.py",
                  "-k", "test_variant_matches or misaligned or bad"],
-    "racecheck": [*_sanitizer("racecheck"), *_pytest("gpu and not torch_ref and not workers"), "-n", "4",
+    "racecheck": [*_sanitizer("racecheck"), *_pytest("gpu and not torch_ref and not workers and not large"), "-n", "4",
                   CANARY_FILE, "tests/test_gpu.py", "-k",
                   f"(test_variant_matches and ({SHARED_MEMORY_OPS})) or test_sanitizer_canary_race"],
 }

@@ -27,8 +27,9 @@ def _vec_outputs(inputs, shape, dtype, offset=0):
 
 
 def _vec_reference(inputs, shape, dtype):
-    # by hand, not Tensor.softmax: torch's CUDA softmax of one row of 2^31 values or more fails an
-    # internal assert (H200, torch 2.11, logs/e0185505cfbf/call4), and labkit's kernels take that row
+    # by hand, not Tensor.softmax: torch's CUDA softmax of one row of 2^31 - 1 values or more fails an
+    # internal assert (H200, torch 2.11, logs/e0185505cfbf/call4, logs/8fb79d6eb39d/call2), and labkit's
+    # kernels take that row
     x = inputs[0].double()
     y = (x - x.max()).exp_()  # a new tensor: the input is never written
     return [y.div_(y.sum())]
