@@ -50,6 +50,8 @@ def test_a_step_past_its_time_is_interrupted_and_keeps_its_summary():
                                        "0 reports", "no final summary")
     out, rc = run_step([sys.executable, "-c", "print('==== 5 passed in 2s ====')"], timeout=30)
     assert rc == 0 and summary(out, "tests") == ("5 passed in 2s", "")
+    verbose = "tests/test_serve_gpu.py::test_serve PASSED [100%]\n===== 24 passed in 192.37s (0:03:12) =====\n"
+    assert summary(verbose, "timing") == ("24 passed in 192.37s (0:03:12)", "")  # the timing step runs -v
 
 
 def test_a_step_whose_output_outlives_it_is_not_waited_for():
@@ -305,6 +307,22 @@ def test_gpu_tests_that_start_workers_are_marked_and_left_out_of_the_sanitizers(
     for step in ("memcheck", "racecheck"):
         m = STEPS[step][STEPS[step].index("-m", STEPS[step].index("pytest")) + 1]
         assert "not workers" in m, (step, m)
+
+
+def test_racecheck_leaves_out_the_large_cases_and_only_those():
+    """Cases moving more than LARGE_BYTES carry the marker `large` (sgemm's 8400001x4x4 ran past racecheck's
+    limit on an H200), racecheck deselects it and nothing else runs without them."""
+    import test_gpu
+
+    from labkit.benchmarks.gpu_tests import STEPS
+
+    want = {f"{op.name}-{v.name}-{v.dtype}-{op.format_shape(s)}" for op, v, s in test_gpu.CASES
+            if not v.is_torch and op.cost.bytes_moved(s, v.dtype) > test_gpu.LARGE_BYTES}
+    ids = dict(zip(map(id, test_gpu._PARAMS), test_gpu._ids(test_gpu.CASES)))
+    large = {ids[id(p)] for p in test_gpu._PARAMS if any(m.name == "large" for m in p.marks)}
+    assert large == want and "sgemm-tiled32-f32-8400001x4x4" in large
+    marks = {s: STEPS[s][STEPS[s].index("-m", STEPS[s].index("pytest")) + 1] for s in STEPS}
+    assert [s for s, m in marks.items() if "not large" in m] == ["racecheck"]
 
 
 def test_gpu_tests_refuse_fewer_than_one_worker(capsys, tmp_path):

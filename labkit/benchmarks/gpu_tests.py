@@ -41,9 +41,10 @@ CANARY_FILE, CANARY = "tests/test_sanitizer_canary_gpu.py", "labkit_canary_"
 SHARED_MEMORY_OPS = "softmax_rows or layer_norm or rms_norm or histogram or sgemm or sgemv or reduce_sum or dot or softmax"
 # Between them the steps run every tests/test_*_gpu.py (a CPU test keeps it so): what times or holds
 # the GPU alone (the A/A self-test, labkit serve) in timing, the rest in parallel, the canary in racecheck
-def _pytest(mark: str) -> list:
-    """pytest on the GPU tests of `mark`, quiet, naming every skip (-rs), leaving no cache in the tree."""
-    return [PY, "-m", "pytest", "-m", mark, "-q", "-rs", "-p", "no:cacheprovider"]
+def _pytest(mark: str, verbose: bool = False) -> list:
+    """pytest on the GPU tests of `mark`, quiet (verbose: each test named as it starts, so a step cut off
+    names the one it was in), naming every skip (-rs), leaving no cache in the tree."""
+    return [PY, "-m", "pytest", "-m", mark, "-v" if verbose else "-q", "-rs", "-p", "no:cacheprovider"]
 
 
 def _sanitizer(tool: str) -> list:
@@ -54,7 +55,8 @@ def _sanitizer(tool: str) -> list:
 
 
 STEPS = {
-    "timing": [*_pytest("gpu"), "tests/test_timing_gpu.py",
+    # one process: -v costs nothing there (at 94d8730478e5 a cut-off timing log held 23 dots, not the 24th's name)
+    "timing": [*_pytest("gpu", verbose=True), "tests/test_timing_gpu.py",
                "tests/test_workers_gpu.py", "tests/test_nsight_gpu.py", "tests/test_ceilings_gpu.py",
                "tests/test_reconcile_gpu.py", "tests/test_verdict_gpu.py", "tests/test_serve_gpu.py"],
     "tests": [*_pytest("gpu"), "-n", "8", "tests/test_gpu.py",
