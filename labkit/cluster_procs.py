@@ -6,7 +6,10 @@ lifeline pipe, so
   LocalCUDACluster spawns its nannies from it, which re-runs an unguarded script's `__main__` in
   each, and left the caller printing `double free or corruption` at exit on an H200);
 * every process ends when the caller does, even killed (the lifeline closes); `close()` shuts the
-  cluster down through the scheduler first.
+  cluster down through the scheduler first;
+* each runs in a session of its own: a terminal's Ctrl-C (SIGINT to its whole foreground group) reaches
+  the caller alone, which then shuts the cluster down. Reached by it too, the scheduler went first
+  and the caller's Client.shutdown (no timeout) waited on it for ever: `labkit serve` ignored Ctrl-C.
 """
 from __future__ import annotations
 
@@ -36,6 +39,16 @@ def _main(lifeline: int, which: str, *args: str) -> None:
     threading.Thread(target=watch, args=(lifeline,), daemon=True).start()
     mod, name, pre = _MAINS[which]
     getattr(importlib.import_module(mod), name)([*pre, *args])
+
+
+SHUTDOWN_S = 30  # Client.shutdown has no timeout of its own
+
+
+def _shutdown(client) -> None:
+    try:
+        client.shutdown()
+    except Exception:  # noqa: BLE001 - already gone: close() ends the processes
+        pass
 
 
 class LocalProcesses:
@@ -98,7 +111,8 @@ class LocalProcesses:
         # Dask logs to stderr: into a file (a pipe nobody reads would fill and stall the process)
         with open(os.path.join(self._dir.name, f"{which}.log"), "w") as log:
             self.procs.append(subprocess.Popen(cmd, pass_fds=(life_r,), env=dict(os.environ, **env),
-                                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT))
+                                               stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
 
     def _address(self, sfile, timeout_s) -> str:
         t0 = time.monotonic()
@@ -118,11 +132,10 @@ class LocalProcesses:
 
     def close(self) -> None:
         client = getattr(self, "client", None)
-        if client is not None:
-            try:
-                client.shutdown()  # the scheduler ends the workers, then itself
-            except Exception:  # noqa: BLE001 - already gone: the processes are ended below
-                pass
+        if client is not None:  # the scheduler ends the workers, then itself; one already gone is not waited for
+            t = threading.Thread(target=_shutdown, args=(client,), name="labkit-cluster-shutdown", daemon=True)
+            t.start()
+            t.join(SHUTDOWN_S)
         for p in self.procs:
             try:
                 p.wait(15)

@@ -432,3 +432,50 @@ def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0 and f"LABKIT_TOKEN={TOKEN}" in out and "the board:  http://127.0.0.1:" in out
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_in_a_terminal_ends_serve_and_its_cluster(tmp_path):
+    """A terminal's Ctrl-C sends SIGINT to its whole foreground process group: `labkit serve` ends (exit 0)
+    with its scheduler and workers, within seconds. It ignored Ctrl-C when the cluster's processes shared
+    the group: the scheduler went first and the shutdown waited on it for ever."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    psutil = pytest.importorskip("psutil")
+    pytest.importorskip("distributed")
+    info = tmp_path / "serve.json"
+    tests = str(Path(__file__).parent)
+    env = dict(os.environ, LABKIT_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "labkit.cli", "serve", "--host", "127.0.0.1", "--port", "0",
+                             "--board-port", "0", "--cpu-workers", "1", "--runner", "fake_serve_runner:SleepRunner",
+                             "--guard-wait", "0", "--info", str(info)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # the terminal's job
+    kids = []
+    try:
+        deadline = time.monotonic() + 120
+        while not info.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "labkit serve did not start"
+            time.sleep(0.2)
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        assert len(kids) >= 2  # the scheduler and a worker
+        time.sleep(2)  # serving a while, as in a workshop (SIGINT at once sometimes ended it anyway)
+        t0 = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+        assert proc.returncode == 0 and took < 40, (proc.returncode, took, out[-2000:])
+        _, alive = psutil.wait_procs(kids, timeout=20)
+        assert not alive, alive
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        for k in kids:
+            try:
+                k.kill()
+            except psutil.NoSuchProcess:
+                pass
