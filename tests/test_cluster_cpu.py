@@ -200,3 +200,37 @@ def test_a_local_process_cluster_runs_from_an_unguarded_script_and_ends_cleanly(
     assert out.stdout.count("ROWS") == 1 and "ROWS 4 ['ok']" in out.stdout
     for bad in ("Traceback", "bootstrapping", "double free", "Error"):
         assert bad not in out.stderr, out.stderr[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_the_local_processes_end_with_their_caller_even_killed():
+    """labkit's local cluster processes run in sessions of their own (a terminal's Ctrl-C reaches the caller
+    alone), so a SIGKILL to the caller's group no longer reaches them: the lifeline alone must end them."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    psutil = pytest.importorskip("psutil")
+    code = ("from labkit.cluster_procs import LocalProcesses\nimport time\nc = LocalProcesses('cpu', n=1)\n"
+            "print(' '.join(str(p.pid) for p in c.procs), flush=True)\ntime.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    kids = []
+    try:
+        kids = [psutil.Process(int(p)) for p in proc.stdout.readline().split()]
+        assert len(kids) == 2 and all(k.is_running() for k in kids)
+        assert {os.getpgid(k.pid) for k in kids}.isdisjoint({os.getpgid(proc.pid)})  # Ctrl-C reaches the caller alone
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        t0 = time.monotonic()
+        _, alive = psutil.wait_procs(kids, timeout=30)
+        assert not alive, (alive, time.monotonic() - t0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for k in kids:
+            try:
+                k.kill()
+            except psutil.NoSuchProcess:
+                pass
