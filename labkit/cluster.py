@@ -140,7 +140,11 @@ class DaskExecutor:
         elif isinstance(cluster, str):
             if not cluster.startswith(("tcp://", "tls://", "ucx://")):
                 raise ConfigError(f"--cluster takes local-cuda or a scheduler address like tcp://HOST:8786, got {cluster!r}")
-            self.client = Client(cluster)
+            try:
+                self.client = Client(cluster)
+            except Exception as e:  # noqa: BLE001 - Dask raises OSError, TimeoutError or its CommClosedError
+                raise LabkitError(f"cannot reach a Dask scheduler at {cluster} (is `dask scheduler` running there, "
+                                  f"and the port open?): {type(e).__name__}: {e}") from None
         else:
             self.client = cluster if isinstance(cluster, Client) else Client(cluster)
 

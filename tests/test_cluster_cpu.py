@@ -234,3 +234,15 @@ def test_the_local_processes_end_with_their_caller_even_killed():
                 k.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def test_an_unreachable_scheduler_is_a_clear_error_naming_it():
+    """--cluster tcp://HOST:PORT where nothing listens: a LabkitError naming the address (it was Dask's
+    traceback)."""
+    import dask
+
+    from labkit.errors import LabkitError
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        with pytest.raises(LabkitError, match=r"cannot reach a Dask scheduler at tcp://127\.0\.0\.1:1 "):
+            DaskExecutor("tcp://127.0.0.1:1")
