@@ -392,17 +392,13 @@ def test_the_waiting_requests_of_an_attendee_who_left_are_dropped(dispatcher):
 
 
 # ---- the command, and labkit.connect routing labkit.bench --------------------------------------------------
-@pytest.mark.timeout(180)
-def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
+def _serve(tmp_path, **popen_kw):
+    """`labkit serve` with one CPU worker and a stand-in runner, started: (the process, its --info as a dict)."""
     import json
     import os
-    import signal
     import subprocess
     import sys
     from pathlib import Path
-
-    import labkit
-    from labkit import labs, remote
 
     pytest.importorskip("distributed")
     info = tmp_path / "serve.json"
@@ -410,13 +406,26 @@ def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
     env = dict(os.environ, LABKIT_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.Popen([sys.executable, "-m", "labkit.cli", "serve", "--host", "127.0.0.1", "--port", "0",
                              "--board-port", "0", "--cpu-workers", "1", "--runner", "fake_serve_runner:SleepRunner",
-                             "--guard-wait", "0", "--info", str(info)], env=env, stdout=subprocess.PIPE, text=True)
+                             "--guard-wait", "0", "--info", str(info)], env=env, stdout=subprocess.PIPE, text=True,
+                            **popen_kw)
+    deadline = time.monotonic() + 120
+    while not info.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"labkit serve did not start: {proc.communicate()[0][-2000:]}")
+        time.sleep(0.2)
+    return proc, json.loads(info.read_text())
+
+
+@pytest.mark.timeout(180)
+def test_labkit_serve_command_and_connect(tmp_path, monkeypatch, capsys):
+    import signal
+
+    import labkit
+    from labkit import labs, remote
+
+    proc, s = _serve(tmp_path)
     try:
-        deadline = time.monotonic() + 120
-        while not info.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "labkit serve did not start"
-            time.sleep(0.2)
-        s = json.loads(info.read_text())
         monkeypatch.setenv("LABKIT_SERVER", s["local_address"])
         monkeypatch.setenv("LABKIT_TOKEN", TOKEN)
         monkeypatch.setenv("LABKIT_NAME", "grace")
@@ -442,24 +451,11 @@ def test_ctrl_c_in_a_terminal_ends_serve_and_its_cluster(tmp_path):
     import os
     import signal
     import subprocess
-    import sys
-    from pathlib import Path
 
     psutil = pytest.importorskip("psutil")
-    pytest.importorskip("distributed")
-    info = tmp_path / "serve.json"
-    tests = str(Path(__file__).parent)
-    env = dict(os.environ, LABKIT_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen([sys.executable, "-m", "labkit.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                             "--board-port", "0", "--cpu-workers", "1", "--runner", "fake_serve_runner:SleepRunner",
-                             "--guard-wait", "0", "--info", str(info)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # the terminal's job
+    proc, _ = _serve(tmp_path, stderr=subprocess.STDOUT, start_new_session=True)  # the terminal's job
     kids = []
     try:
-        deadline = time.monotonic() + 120
-        while not info.exists():
-            assert proc.poll() is None and time.monotonic() < deadline, "labkit serve did not start"
-            time.sleep(0.2)
         kids = psutil.Process(proc.pid).children(recursive=True)
         assert len(kids) >= 2  # the scheduler and a worker
         time.sleep(2)  # serving a while, as in a workshop (SIGINT at once sometimes ended it anyway)
