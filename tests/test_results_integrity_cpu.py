@@ -170,7 +170,7 @@ class Killed(Runner):
     def run(self, cfg):
         if cfg.variant.name == self.stop:
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(5)  # the handler raises before this ends
+            time.sleep(30)  # the handler raises long before this ends
         return super().run(cfg)
 
 
@@ -181,7 +181,7 @@ def test_sigterm_keeps_the_measured_rows_as_ctrl_c_does(tmp_path, monkeypatch):
     t0 = time.monotonic()
     assert cli.main(["bench", "add", "-v", "f32,f32x4", "-s", "64x64", "--in-process", "--csv", str(csv),
                      "--json", str(js)]) == 143              # 128 + SIGTERM, as a shell reports it
-    assert time.monotonic() - t0 < 4
+    assert time.monotonic() - t0 < 15
     assert _variants(csv) == _variants(js) == ["torch", "f32"]
     assert signal.getsignal(signal.SIGTERM) is before       # the caller's handler back
 
