@@ -136,8 +136,12 @@ def test_two_writers_under_stress_never_hold_the_lock_together(tmp_path):
     assert [q.exitcode for q in procs] == [0, 0]
     marks = events.read_text().split()
     overlaps = sum(a[0] == b[0] == "+" for a, b in zip(marks, marks[1:]))
-    holds = {pid: marks.count(f"+{pid}") for pid in (q.pid for q in procs)}
-    assert min(holds.values()) > 50 and overlaps == 0, (holds, overlaps)
+    holders = [m for m in marks if m[0] == "+"]
+    holds = {pid: holders.count(f"+{pid}") for pid in (q.pid for q in procs)}
+    # the lock is not fair: with a CPU hog beside them one writer once got 25 holds to the other's 2012; the
+    # holder changing hands often is what shows they contended the whole time
+    switches = sum(a != b for a, b in zip(holders, holders[1:]))
+    assert switches >= 10 and overlaps == 0, (holds, switches, overlaps)
     assert os.path.exists(f"{p}.lock")                      # left in place: deleting it splits the lock
 
 
